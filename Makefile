@@ -1,0 +1,148 @@
+# sinkgate build.  `make` builds build/sgtrain (CPU backend, no CUDA needed).
+#
+#   make            sgtrain and the tools
+#   make test       unit, reference and end-to-end tests, then the ASan/UBSan build of the unit tests
+#   make bench      CPU benchmarks (figures for docs/performance.md)
+#
+# Dependencies are found with pkg-config or a compile probe, never fixed paths:
+#   BLAS   BLAS=auto|openblas|blis|cblas   (auto: first found, in that order;
+#                                           `make bench` measures each one present)
+#   libyaml (yaml-0.1)
+
+CC      ?= cc
+OPT     ?= -O3 -march=native
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Wno-unused-parameter
+CFLAGS  += $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels
+LDLIBS  += -lm -fopenmp
+B       := build
+
+PKG_CONFIG ?= pkg-config
+BLAS ?= auto
+
+# --- BLAS probe -----------------------------------------------------------
+blis_dir := $(firstword $(wildcard /usr/include/*/blis-openmp /usr/include/blis))
+ifeq ($(BLAS),auto)
+  ifneq ($(shell $(PKG_CONFIG) --exists openblas && echo y),)
+    BLAS := openblas
+  else ifneq ($(blis_dir),)
+    BLAS := blis
+  else
+    BLAS := cblas
+  endif
+endif
+ifeq ($(BLAS),openblas)
+  BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas)
+  BLAS_LIBS   := $(shell $(PKG_CONFIG) --libs openblas)
+else ifeq ($(BLAS),blis)
+  BLAS_CFLAGS := -I$(blis_dir)
+  BLAS_LIBS   := -L$(subst include,lib,$(blis_dir)) -Wl,-rpath,$(subst include,lib,$(blis_dir)) -lblis
+else ifeq ($(BLAS),cblas)
+  BLAS_LIBS   := -lcblas -lblas
+endif
+CFLAGS += $(BLAS_CFLAGS) -DSG_BLAS_NAME=\"$(BLAS)\"
+LDLIBS += $(BLAS_LIBS)
+
+# --- libyaml ---------------------------------------------------------------
+YAML_LIBS := $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null)
+ifeq ($(YAML_LIBS),)
+  $(error libyaml not found (pkg-config yaml-0.1). Install it: apt-get install libyaml-dev)
+endif
+CFLAGS += $(shell $(PKG_CONFIG) --cflags yaml-0.1)
+LDLIBS += $(YAML_LIBS)
+
+# --- json-c (safetensors headers), zlib (checkpoint CRC) ---------------------
+JSON_LIBS := $(shell $(PKG_CONFIG) --libs json-c zlib 2>/dev/null)
+ifeq ($(JSON_LIBS),)
+  $(error json-c or zlib not found (pkg-config json-c zlib). Install them: apt-get install libjson-c-dev zlib1g-dev)
+endif
+CFLAGS += $(shell $(PKG_CONFIG) --cflags json-c zlib)
+LDLIBS += $(JSON_LIBS)
+
+# --- sources ---------------------------------------------------------------
+LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/cpu/*.c)
+MAIN_SRC := src/main.c
+TEST_SRC := $(wildcard tests/test_*.c)     # float build
+DTEST_SRC:= $(wildcard tests/dtest_*.c)    # double build (gradient checks, twin)
+TOOL_SRC := $(wildcard tools/*.c)
+BENCH_SRC:= $(wildcard tests/bench/*.c)
+
+obj = $(patsubst %.c,$(B)/$(2)/%.o,$(1))
+
+LIB_F   := $(B)/libsg.a
+LIB_D   := $(B)/libsg_d.a
+LIB_SAN := $(B)/libsg_san.a
+
+TESTS_F   := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+TESTS_D   := $(patsubst tests/%.c,$(B)/tests/%,$(DTEST_SRC))
+TESTS_SAN := $(patsubst tests/%.c,$(B)/san/tests/%,$(TEST_SRC) $(DTEST_SRC))
+TOOLS     := $(patsubst tools/%.c,$(B)/%,$(TOOL_SRC))
+BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all test test-fast test-san bench fixtures clean
+all: $(B)/sgtrain $(TOOLS)
+
+$(B)/f/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(B)/d/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DSG_DOUBLE -c $< -o $@
+$(B)/s/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+$(B)/sd/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -DSG_DOUBLE -c $< -o $@
+
+$(LIB_F): $(call obj,$(LIB_SRC),f)
+	@rm -f $@; ar rcs $@ $^
+$(LIB_D): $(call obj,$(LIB_SRC),d)
+	@rm -f $@; ar rcs $@ $^
+$(LIB_SAN): $(call obj,$(LIB_SRC),s)
+	@rm -f $@; ar rcs $@ $^
+$(B)/libsg_sand.a: $(call obj,$(LIB_SRC),sd)
+	@rm -f $@; ar rcs $@ $^
+
+$(B)/sgtrain: $(B)/f/src/main.o $(LIB_F)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(B)/%: $(B)/f/tools/%.o $(LIB_F)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(B)/tests/test_%: $(B)/f/tests/test_%.o $(B)/f/tests/check.o $(LIB_F)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(B)/tests/dtest_%: $(B)/d/tests/dtest_%.o $(B)/d/tests/check.o $(LIB_D)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DSG_DOUBLE $^ -o $@ $(LDLIBS)
+$(B)/san/tests/test_%: $(B)/s/tests/test_%.o $(B)/s/tests/check.o $(LIB_SAN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+$(B)/san/tests/dtest_%: $(B)/sd/tests/dtest_%.o $(B)/sd/tests/check.o $(B)/libsg_sand.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -DSG_DOUBLE $^ -o $@ $(LDLIBS)
+$(B)/bench/%: $(B)/f/tests/bench/%.o $(LIB_F)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The whole suite: unit tests (float and double), the end-to-end CLI tests,
+# then every unit test again under ASan/UBSan.  tests/run.sh prints the
+# closing "N passed, N failed" line.
+test: all $(TESTS_F) $(TESTS_D) $(TESTS_SAN)
+	@bash tests/run.sh $(B)
+test-fast: all $(TESTS_F) $(TESTS_D)
+	@SG_NO_SAN=1 bash tests/run.sh $(B)
+
+bench: all $(BENCHES)
+	@bash tests/bench/run.sh $(B)
+
+# Regenerate the PyTorch-twin fixtures (needs torch; CI does not).
+fixtures:
+	python3 tests/twin/make_fixtures.py tests/fixtures
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,73 @@
+/* Fused LM head + softmax + cross-entropy (+ its backward).
+ *
+ * The logits of all N rows over a 50k vocabulary would be N x 50257 floats
+ * (6.6 GB at the 10M tier's 64 x 512 batch), so rows go through in chunks:
+ * a chunk's logits are computed, turned into dlogits in place, and consumed
+ * by two GEMMs (dx = dlogits wte, dwte += dlogits^T x) before the next chunk.
+ * Only the V real classes are ever computed: the padded rows of wte (Vp > V,
+ * kept for the GPU's alignment) never enter the softmax or the loss.
+ *   loss_i   = logsumexp(z_i) - z_i[y_i]
+ *   dz_ij    = dscale (softmax(z_i)_j - [j == y_i])  */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu_common.h"
+#include "ops.h"
+
+#ifdef SG_DOUBLE
+#define GEMM cblas_dgemm
+#else
+#define GEMM cblas_sgemm
+#endif
+
+#define CLS_CHUNK 256
+
+double op_classifier(real *losses, real *dx, real *dwte, const real *x,
+                     const real *wte, const int32_t *targets, int N, int C,
+                     int V, int Vp, real dscale) {
+    (void)Vp;
+    int rows = N < CLS_CHUNK ? N : CLS_CHUNK;
+    real *z = malloc((size_t)rows * V * sizeof(real));
+    double total = 0;
+    for (int r0 = 0; r0 < N; r0 += CLS_CHUNK) {
+        int n = N - r0 < CLS_CHUNK ? N - r0 : CLS_CHUNK;
+        const real *xc = x + (size_t)r0 * C;
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, C, 1, xc, C, wte, C, 0, z, V);
+        double chunk = 0;
+#pragma omp parallel for schedule(static) reduction(+ : chunk)
+        for (int i = 0; i < n; i++) {
+            real *zi = z + (size_t)i * V;
+            real mx = zi[0];
+            for (int j = 1; j < V; j++) mx = zi[j] > mx ? zi[j] : mx;
+            double s = 0;
+            for (int j = 0; j < V; j++) s += REXP(zi[j] - mx);
+            int y = targets[r0 + i];
+            double lse = (double)mx + log(s);
+            double li = lse - (double)zi[y];
+            if (losses) losses[r0 + i] = (real)li;
+            chunk += li;
+            if (dx || dwte) {
+                real inv = (real)(1.0 / s);
+                for (int j = 0; j < V; j++) zi[j] = dscale * REXP(zi[j] - mx) * inv;
+                zi[y] -= dscale;
+            }
+        }
+        /* OpenMP's reduction order is fixed for a fixed thread count, but to
+         * stay independent of it the per-row losses are re-summed in order
+         * when they are kept. */
+        if (losses) {
+            chunk = 0;
+            for (int i = 0; i < n; i++) chunk += losses[r0 + i];
+        }
+        total += chunk;
+        if (dx) GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, C, V, 1, z, V, wte, C, 0, dx + (size_t)r0 * C, C);
+        if (dwte) GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, n, 1, z, V, xc, C, 1, dwte, C);
+    }
+    free(z);
+    return total;
+}
+
+void op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp) {
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, Vp, C, 1, x, C, wte, C, 0, logits, Vp);
+}

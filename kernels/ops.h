@@ -1,0 +1,156 @@
+/* The compute ops behind one interface.
+ *
+ * src/ calls only these functions.  kernels/cpu/ implements them in C with
+ * OpenMP and a CPU BLAS; a CUDA backend implements the same signatures on
+ * device pointers.  The CPU op is the reference the GPU tests compare with.
+ *
+ * Conventions
+ * - Activations are row-major [rows, features]; a "row" is one position of
+ *   one sequence.  Linear layers store W as [out, in] (PyTorch's layout), so
+ *   a forward is y = x W^T.
+ * - "(acc)" marks an output that is accumulated into (+=): weight gradients
+ *   accumulate over micro-batches.  Every other output is overwritten.
+ * - Reductions over rows are done in fixed-size chunks combined in a fixed
+ *   order, and no op uses float atomics: a result never depends on thread
+ *   timing, and CPU runs are bitwise reproducible.
+ */
+#ifndef SG_OPS_H
+#define SG_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "real.h"
+
+/* ---- dense ------------------------------------------------------------- */
+
+/* out[M,N] = inp[M,K] W[N,K]^T */
+void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
+/* dinp[M,K] = dout[M,N] W[N,K]   (dinp may be NULL)
+ * dw[N,K]  += dout^T inp          (acc) */
+void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
+                   const real *w, int M, int K, int N);
+
+/* LayerNorm over the last dim, eps 1e-5.  b may be NULL (no bias).
+ * mean/rstd [N] are saved for the backward. */
+void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp,
+                      const real *w, const real *b, int N, int C);
+/* dinp (acc): the residual stream's gradient is summed into;
+ * dw, db (acc, db may be NULL). */
+void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout,
+                      const real *inp, const real *w, const real *mean,
+                      const real *rstd, int N, int C);
+
+/* GELU, exact erf form: 0.5 x (1 + erf(x / sqrt 2)). */
+void op_gelu_fwd(real *out, const real *inp, long n);
+/* dinp = dout * gelu'(inp) */
+void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n);
+
+/* out = a + b */
+void op_add(real *out, const real *a, const real *b, long n);
+
+/* ---- embeddings ---------------------------------------------------------
+ * out[B, Tp, C].  With sink == NULL, Tp = T and row (b,t) = wte[tok] + wpe[t].
+ * With a sink token, Tp = T + 1: row (b,0) = sink (no positional embedding)
+ * and row (b,t+1) = wte[tok[b,t]] + wpe[t]. */
+void op_embed_fwd(real *out, const int32_t *tokens, const real *wte,
+                  const real *wpe, const real *sink, int B, int T, int C);
+/* dwte, dwpe, dsink (acc; dsink may be NULL when sink is absent). */
+void op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *dout,
+                  const int32_t *tokens, int B, int T, int C);
+
+/* ---- gates ---------------------------------------------------------------
+ * One gate value g[b,h,t] per read v (the head-h slice of the value row at
+ * position t), computed in the precision of `real` (fp32 in training):
+ *   norm gate:       g = sigmoid(beta (||v|| / sqrt(d) - tau_h))
+ *   projection gate: g = sigmoid(w_h . v + b_h)
+ * Value slot:   vg = g v  (written once; this is what a KV cache stores)
+ * Routing slot: logbias = log g = -softplus(-z), values left as they are. */
+enum { GATE_NONE = 0, GATE_NORM = 1, GATE_PROJ = 2 };
+enum { SLOT_VALUE = 0, SLOT_ROUTING = 1 };
+
+typedef struct {
+    int kind;        /* GATE_NONE, GATE_NORM, GATE_PROJ */
+    int slot;        /* SLOT_VALUE, SLOT_ROUTING */
+    real beta;       /* norm-gate sharpness (8 in the paper) */
+    const real *tau; /* [H]   norm gate threshold */
+    const real *w;   /* [H,d] projection direction */
+    const real *b;   /* [H]   projection bias */
+} GateParams;
+
+/* v: raw values, row stride v_stride (elements), head h at offset h*d.
+ * g[B,H,T] (saved for the backward).  vg [B,T,H*d] (value slot, else unused,
+ * may be NULL); logbias [B,H,T] (routing slot, else may be NULL). */
+void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int v_stride,
+                 const GateParams *p, int B, int T, int H, int d);
+/* Value slot:   dv = g dvg + (dvg . v) dg/dv    (dv overwritten), dvg [B,T,H*d]
+ * Routing slot: dv += dlogbias (1 - g) dz/dv    (dv accumulated: the attention
+ *               backward already wrote the direct value gradient there)
+ * dtau [H], dw [H,d], db [H] (acc).  dv has row stride dv_stride. */
+void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db,
+                 const real *dvg, const real *dlogbias, const real *v,
+                 int v_stride, const real *g, const GateParams *p, int B,
+                 int T, int H, int d);
+
+/* ---- attention -----------------------------------------------------------
+ * Causal multi-head attention, streaming (online softmax over key tiles, no
+ * T x T buffer), one op for every arm:
+ *   s_ij = q_i . k_j / sqrt(d) + logbias_j          (j <= i)
+ *   phantom: an extra key with logit c_h (0 for off-by-one, the learned b_h
+ *            for the sink logit) and value exactly 0, visible to every query;
+ *            the running max starts at c_h.
+ *   LSE_i = log(exp(c_h) + sum_j exp(s_ij))
+ *   o_i   = sum_j exp(s_ij - LSE_i) v_j
+ * Rows of q/k/v/o for position t of sequence b live at (b*T + t) * stride,
+ * head h at offset h*d within the row. */
+typedef struct {
+    int B, T, H, d;
+    int q_stride, k_stride, v_stride, o_stride;
+    int phantom;          /* 0: no phantom key; 1: phantom present */
+    const real *sink;     /* [H] learned phantom logits, NULL => logit 0 */
+    const real *logbias;  /* [B,H,T] additive per-key log-bias, or NULL */
+} AttnArgs;
+
+/* out: o (row stride o_stride), lse [B,H,T] saved for the backward. */
+void op_attention_fwd(real *out, real *lse, const real *q, const real *k,
+                      const real *v, const AttnArgs *a);
+/* dq, dk, dv (overwritten; their strides are q/k/v's);
+ * dsink [H] (acc; NULL when sink is NULL):
+ *     d c_h = -sum_i exp(c_h - LSE_i) D_i,  D_i = dO_i . O_i
+ * dlogbias [B,H,T] (overwritten; NULL when logbias is NULL):
+ *     d logbias_j = sum_i dS_ij  (the column sum of dS). */
+void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink,
+                      real *dlogbias, const real *dout, const real *q,
+                      const real *k, const real *v, const real *out,
+                      const real *lse, const AttnArgs *a);
+
+/* ---- classifier ----------------------------------------------------------
+ * Fused LM head, softmax and cross-entropy over the V real classes of a
+ * matrix padded to Vp rows; padded logits never enter the softmax.  Rows are
+ * processed in chunks so that all N x Vp probabilities never exist at once:
+ * each chunk's logits become dlogits in place and are consumed immediately.
+ *   loss_i  = LSE(logits_i[0:V]) - logits_i[target_i]
+ *   dlogit  = dscale (softmax - onehot)
+ * losses[N] per row (may be NULL).  dx [N,C] overwritten and dwte (acc) may
+ * both be NULL for evaluation.  Returns the sum of the row losses. */
+double op_classifier(real *losses, real *dx, real *dwte, const real *x,
+                     const real *wte, const int32_t *targets, int N, int C,
+                     int V, int Vp, real dscale);
+/* Plain logits [N, Vp] for tests and sampling. */
+void op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp);
+
+/* ---- optimizer -----------------------------------------------------------
+ * PyTorch's AdamW, step t (1-based):
+ *   p -= lr wd p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+ * g is multiplied by gscale first (the grad-norm clip factor). */
+void op_adamw(real *p, real *m, real *v, const real *g, long n, double lr,
+              double b1, double b2, double eps, double wd, long t, double gscale);
+
+/* sum of squares in double, fixed-order reduction */
+double op_sumsq(const real *x, long n);
+
+/* Number of worker threads the ops use (OpenMP). */
+int op_threads(void);
+
+#endif

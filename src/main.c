@@ -1,0 +1,190 @@
+/* sgtrain: the command line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arms.h"
+#include "config.h"
+#include "model.h"
+#include "model_io.h"
+#include "train.h"
+
+#define SG_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "sgtrain " SG_VERSION ": GPT-2-style models with the nine attention arms of the study\n"
+            "\n"
+            "usage:\n"
+            "  sgtrain train [--tier NAME] [--arm NAME] [--seed N] [--config FILE]... [--KEY VALUE]...\n"
+            "                --data DIR --out RUN_DIR\n"
+            "  sgtrain info  [the same flags]     resolved config and parameter counts, as JSON\n"
+            "  sgtrain export RUN_DIR|CHECKPOINT [-o FILE.safetensors]\n"
+            "  sgtrain tiers                      the tiers and their settings\n"
+            "  sgtrain arms  [--tier NAME]        the arms and their parameter cost (Table 4)\n"
+            "  sgtrain help | --help | --version\n"
+            "\n"
+            "`sgtrain train --help` lists every KEY.  Exit status of train: 0 done (or already\n"
+            "done), 1 failed (non-finite loss, I/O), 2 bad input, 75 interrupted by\n"
+            "SIGUSR1/SIGTERM with a checkpoint saved (rerun the same command to resume).\n");
+}
+
+static void train_help(void) {
+    printf("sgtrain train: flags (tier defaults < --config files < flags; `-` and `_` are the same)\n\n"
+           "  --tier NAME     one of: %s (default cpu-tiny)\n"
+           "  --config FILE   a YAML mapping of KEY: VALUE (may set tier: first)\n",
+           config_tier_names());
+    int n;
+    const ConfigField *f = config_fields(&n);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(f[i].key, "tier")) continue;
+        printf("  --%-16s %s\n", f[i].key, f[i].help);
+    }
+    printf("\narms: %s\n", arm_names());
+}
+
+static int want_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    return 0;
+}
+
+static int resolve(Config *c, int argc, char **argv) {
+    char err[2048];
+    if (config_from_args(c, argc, argv, err, sizeof err) || config_validate(c, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_info(int argc, char **argv) {
+    Config c;
+    if (resolve(&c, argc, argv)) return 2;
+    Model m;
+    char err[512];
+    if (model_build(&m, &c, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return 2;
+    }
+    printf("{\"tier\": \"%s\", \"arm\": \"%s\", \"params\": %ld, \"non_embedding\": %ld, "
+           "\"arm_extra\": %ld, \"tensors\": [",
+           c.tier, c.arm, model_count_params(&m), model_count_non_embedding(&m),
+           model_count_arm_extra(&m));
+    for (int i = 0; i < m.n_tensors; i++) {
+        const TensorInfo *t = &m.tensors[i];
+        printf("%s{\"name\": \"%s\", \"shape\": [%d%s", i ? ", " : "", t->name, t->shape[0],
+               t->ndim == 2 ? ", " : "");
+        if (t->ndim == 2) printf("%d", t->shape[1]);
+        printf("], \"decay\": %s}", t->decay ? "true" : "false");
+    }
+    printf("], \"config\": ");
+    config_write_json(&c, stdout);
+    printf("}\n");
+    model_free(&m);
+    return 0;
+}
+
+static int cmd_arms(int argc, char **argv) {
+    const char *tier = "10M";
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--tier") && i + 1 < argc) tier = argv[++i];
+        else if (!strncmp(argv[i], "--tier=", 7)) tier = argv[i] + 7;
+        else {
+            fprintf(stderr, "sgtrain arms: unknown argument '%s' (only --tier NAME)\n", argv[i]);
+            return 2;
+        }
+    }
+    Config c;
+    char err[512];
+    if (config_from_tier(&c, tier, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return 2;
+    }
+    static const char *zero[] = {"none", "phantom, fixed", "phantom, learned", "token, approximate"};
+    static const char *filt[] = {"none", "norm threshold", "learned direction"};
+    printf("%-10s %-18s %-18s %-8s %12s %14s\n", "arm", "zero option", "filter", "slot",
+           "extra params", "total params");
+    for (int i = 0; i < arm_count(); i++) {
+        const Arm *a = arm_at(i);
+        snprintf(c.arm, sizeof c.arm, "%s", a->name);
+        Model m;
+        if (model_build(&m, &c, err, sizeof err)) {
+            fprintf(stderr, "sgtrain: %s\n", err);
+            return 2;
+        }
+        printf("%-10s %-18s %-18s %-8s %12ld %14ld\n", a->name, zero[a->zero], filt[a->filter],
+               a->filter == FILTER_NONE ? "-" : (a->slot == FSLOT_VALUE ? "value" : "routing"),
+               model_count_arm_extra(&m), model_count_params(&m));
+        model_free(&m);
+    }
+    return 0;
+}
+
+static int cmd_export(int argc, char **argv) {
+    const char *src = NULL, *out = NULL;
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "sgtrain export: unknown flag '%s'\n", argv[i]);
+            return 2;
+        } else if (!src) src = argv[i];
+        else {
+            fprintf(stderr, "sgtrain export: one source only (got '%s' and '%s')\n", src, argv[i]);
+            return 2;
+        }
+    }
+    if (!src) {
+        fprintf(stderr, "sgtrain export: which run? usage: sgtrain export RUN_DIR|CHECKPOINT [-o FILE]\n");
+        return 2;
+    }
+    char def[4096];
+    if (!out) {
+        snprintf(def, sizeof def, "%s/model.safetensors", src);
+        out = def;
+    }
+    char err[2048];
+    if (export_safetensors(src, out, err, sizeof err)) {
+        fprintf(stderr, "sgtrain export: %s\n", err);
+        return 2;
+    }
+    fprintf(stderr, "wrote %s\n", out);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    int sub_argc = argc - 2;
+    char **sub_argv = argv + 2;
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("sgtrain " SG_VERSION "\n");
+        return 0;
+    }
+    if (!strcmp(cmd, "train") || !strcmp(cmd, "info")) {
+        if (want_help(sub_argc, sub_argv)) {
+            train_help();
+            return 0;
+        }
+        if (!strcmp(cmd, "info")) return cmd_info(sub_argc, sub_argv);
+        Config c;
+        if (resolve(&c, sub_argc, sub_argv)) return 2;
+        return train_run(&c);
+    }
+    if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
+    if (!strcmp(cmd, "tiers")) {
+        config_print_tiers(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "arms")) return cmd_arms(sub_argc, sub_argv);
+    fprintf(stderr, "sgtrain: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,465 @@
+/* The model's tensor table, initialisation, and the forward/backward graph.
+ * Arm-specific behaviour enters only through the capabilities of the arm
+ * (phantom, learned sink logit, sink token, filter kind and slot), which
+ * select arguments of the one attention op and the one gate op. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "rng.h"
+
+#define ALIGN_ELEMS 16 /* 64-byte alignment of every tensor in the flat buffer */
+
+static long round_up(long x, long a) { return (x + a - 1) / a * a; }
+
+static int role_decays(TensorRole r) {
+    /* Weight decay on every matrix and embedding (dimension >= 2 in the
+     * paper's words) and on nothing whose zero has a mechanistic meaning:
+     * sink logits, gate thresholds, directions and biases, LayerNorm. */
+    return r == ROLE_TOKEN_EMBED || r == ROLE_POS_EMBED || r == ROLE_MATRIX || r == ROLE_MATRIX_OUT;
+}
+
+static int role_arm_extra(TensorRole r) {
+    return r == ROLE_SINK_TOKEN || r == ROLE_SINK_LOGIT || r == ROLE_GATE_TAU ||
+           r == ROLE_GATE_DIR || r == ROLE_GATE_BIAS;
+}
+
+static void add_tensor(Model *m, const char *name, TensorRole role, int layer, int d0, int d1,
+                       long stored_rows) {
+    TensorInfo *t = &m->tensors[m->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->role = role;
+    t->layer = layer;
+    t->ndim = d1 > 0 ? 2 : 1;
+    t->shape[0] = d0;
+    t->shape[1] = d1 > 0 ? d1 : 0;
+    t->numel_real = (long)d0 * (d1 > 0 ? d1 : 1);
+    t->numel = stored_rows * (d1 > 0 ? d1 : 1);
+    t->offset = m->n_params;
+    t->decay = role_decays(role);
+    t->arm_extra = role_arm_extra(role);
+    m->n_params += round_up(t->numel, ALIGN_ELEMS);
+}
+
+static void build_table(Model *m) {
+    const Arm *arm = m->arm;
+    int C = m->C, H = m->H, d = m->d, lnb = m->cfg.ln_bias;
+    char n[64];
+    m->n_tensors = 0;
+    m->n_params = 0;
+    add_tensor(m, "wte", ROLE_TOKEN_EMBED, -1, m->V, C, m->Vp);
+    add_tensor(m, "wpe", ROLE_POS_EMBED, -1, m->T, C, m->T);
+    if (arm_has_sink_token(arm)) add_tensor(m, "sink_token", ROLE_SINK_TOKEN, -1, C, 0, C);
+    for (int l = 0; l < m->L; l++) {
+#define T_(suffix, role, d0, d1)                                  \
+    do {                                                          \
+        snprintf(n, sizeof n, "h.%d.%s", l, suffix);              \
+        add_tensor(m, n, role, l, d0, d1, d0);                    \
+    } while (0)
+        T_("ln_1.weight", ROLE_NORM_WEIGHT, C, 0);
+        if (lnb) T_("ln_1.bias", ROLE_NORM_BIAS, C, 0);
+        T_("attn.c_attn.weight", ROLE_MATRIX, 3 * C, C);
+        if (arm_has_sink_logit(arm)) T_("attn.sink_logit", ROLE_SINK_LOGIT, H, 0);
+        if (arm->filter == FILTER_NORM) T_("attn.gate_tau", ROLE_GATE_TAU, H, 0);
+        if (arm->filter == FILTER_PROJ) {
+            T_("attn.gate_w", ROLE_GATE_DIR, H, d);
+            T_("attn.gate_b", ROLE_GATE_BIAS, H, 0);
+        }
+        T_("attn.c_proj.weight", ROLE_MATRIX_OUT, C, C);
+        T_("ln_2.weight", ROLE_NORM_WEIGHT, C, 0);
+        if (lnb) T_("ln_2.bias", ROLE_NORM_BIAS, C, 0);
+        T_("mlp.c_fc.weight", ROLE_MATRIX, 4 * C, C);
+        T_("mlp.c_proj.weight", ROLE_MATRIX_OUT, C, 4 * C);
+#undef T_
+    }
+    add_tensor(m, "ln_f.weight", ROLE_NORM_WEIGHT, -1, C, 0, C);
+    if (lnb) add_tensor(m, "ln_f.bias", ROLE_NORM_BIAS, -1, C, 0, C);
+}
+
+/* Named views of a flat buffer (params or grads) through the table. */
+static void bind(const Model *m, real *base, ModelTensors *v) {
+    LayerTensors *layers = v->layer;
+    memset(v, 0, sizeof *v);
+    memset(layers, 0, sizeof(LayerTensors) * m->L);
+    v->layer = layers;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        real *p = base + t->offset;
+        const char *s = t->name;
+        if (t->layer < 0) {
+            if (!strcmp(s, "wte")) v->wte = p;
+            else if (!strcmp(s, "wpe")) v->wpe = p;
+            else if (!strcmp(s, "sink_token")) v->sink_token = p;
+            else if (!strcmp(s, "ln_f.weight")) v->lnf_w = p;
+            else if (!strcmp(s, "ln_f.bias")) v->lnf_b = p;
+            continue;
+        }
+        LayerTensors *L = &layers[t->layer];
+        s = strchr(s + 2, '.') + 1; /* skip "h.<l>." */
+        if (!strcmp(s, "ln_1.weight")) L->ln1_w = p;
+        else if (!strcmp(s, "ln_1.bias")) L->ln1_b = p;
+        else if (!strcmp(s, "attn.c_attn.weight")) L->attn_w = p;
+        else if (!strcmp(s, "attn.sink_logit")) L->sink = p;
+        else if (!strcmp(s, "attn.gate_tau")) L->tau = p;
+        else if (!strcmp(s, "attn.gate_w")) L->gate_w = p;
+        else if (!strcmp(s, "attn.gate_b")) L->gate_b = p;
+        else if (!strcmp(s, "attn.c_proj.weight")) L->attn_proj = p;
+        else if (!strcmp(s, "ln_2.weight")) L->ln2_w = p;
+        else if (!strcmp(s, "ln_2.bias")) L->ln2_b = p;
+        else if (!strcmp(s, "mlp.c_fc.weight")) L->fc_w = p;
+        else if (!strcmp(s, "mlp.c_proj.weight")) L->fc_proj = p;
+    }
+}
+
+static real *alloc_zero(long n) {
+    real *p = aligned_alloc(64, (size_t)round_up(n, ALIGN_ELEMS) * sizeof(real));
+    if (p) memset(p, 0, (size_t)n * sizeof(real));
+    return p;
+}
+
+int model_build(Model *m, const Config *c, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *c;
+    m->arm = arm_find(c->arm);
+    if (!m->arm) {
+        snprintf(err, errlen, "unknown arm '%s' (known: %s)", c->arm, arm_names());
+        return -1;
+    }
+    if (c->n_head <= 0 || c->n_embd % c->n_head) {
+        snprintf(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd, c->n_head);
+        return -1;
+    }
+    m->L = c->n_layer;
+    m->H = c->n_head;
+    m->C = c->n_embd;
+    m->d = c->n_embd / c->n_head;
+    m->T = c->block_size;
+    m->V = c->vocab_size;
+    m->Vp = (int)round_up(c->vocab_size, 64);
+    m->Tp = arm_has_sink_token(m->arm) ? m->T + 1 : m->T;
+    m->tensors = calloc(16 + 16 * (size_t)m->L, sizeof(TensorInfo));
+    m->p.layer = calloc((size_t)m->L, sizeof(LayerTensors));
+    m->g.layer = calloc((size_t)m->L, sizeof(LayerTensors));
+    if (!m->tensors || !m->p.layer || !m->g.layer) goto oom;
+    build_table(m);
+    m->params = alloc_zero(m->n_params);
+    m->grads = alloc_zero(m->n_params);
+    m->adam_m = alloc_zero(m->n_params);
+    m->adam_v = alloc_zero(m->n_params);
+    if (!m->params || !m->grads || !m->adam_m || !m->adam_v) goto oom;
+    bind(m, m->params, &m->p);
+    bind(m, m->grads, &m->g);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory allocating %ld parameters (x4 for gradients and AdamW state)",
+             m->n_params);
+    model_free(m);
+    return -1;
+}
+
+void model_free(Model *m) {
+    free(m->tensors);
+    free(m->p.layer);
+    free(m->g.layer);
+    free(m->params);
+    free(m->grads);
+    free(m->adam_m);
+    free(m->adam_v);
+    free(m->a.layer);
+    free(m->act_mem);
+    free(m->inputs);
+    free(m->targets);
+    memset(m, 0, sizeof *m);
+}
+
+void model_init(Model *m, uint64_t seed) {
+    double std = m->cfg.init_std, std_out = std / sqrt(2.0 * m->L);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        real *p = m->params + t->offset;
+        uint64_t key = rng_key(seed, rng_hash_str(t->name), 0x1417);
+        memset(p, 0, (size_t)t->numel * sizeof(real));
+        switch (t->role) {
+        case ROLE_TOKEN_EMBED:
+        case ROLE_POS_EMBED:
+        case ROLE_SINK_TOKEN:
+        case ROLE_MATRIX:
+            for (long j = 0; j < t->numel_real; j++) p[j] = (real)(std * rng_normal(key, (uint64_t)j));
+            break;
+        case ROLE_MATRIX_OUT:
+            for (long j = 0; j < t->numel_real; j++) p[j] = (real)(std_out * rng_normal(key, (uint64_t)j));
+            break;
+        case ROLE_NORM_WEIGHT:
+            for (long j = 0; j < t->numel_real; j++) p[j] = 1;
+            break;
+        case ROLE_NORM_BIAS:
+        case ROLE_SINK_LOGIT: /* b_h = 0: starts as off-by-one */
+        case ROLE_GATE_DIR:   /* w_h = 0 ... */
+            break;
+        case ROLE_GATE_BIAS: /* ... and b_h = 4: g = sigmoid(4) ~ 0.98, near identity */
+            for (long j = 0; j < t->numel_real; j++) p[j] = 4;
+            break;
+        case ROLE_GATE_TAU: /* tau = -4/beta: g >= sigmoid(4) for every read */
+            for (long j = 0; j < t->numel_real; j++) p[j] = (real)(-4.0 / m->cfg.gate_beta);
+            break;
+        }
+    }
+    memset(m->adam_m, 0, (size_t)m->n_params * sizeof(real));
+    memset(m->adam_v, 0, (size_t)m->n_params * sizeof(real));
+}
+
+/* ---- activations -------------------------------------------------------- */
+
+typedef struct {
+    real *base;
+    long used;
+} Carver;
+
+static real *carve(Carver *c, long n) {
+    real *p = c->base ? c->base + c->used : NULL;
+    c->used += round_up(n, ALIGN_ELEMS);
+    return p;
+}
+
+static long layout_acts(Model *m, int B, real *base) {
+    Carver cv = {base, 0};
+    const Arm *arm = m->arm;
+    long C = m->C, N = (long)B * m->Tp, NT = (long)B * m->T, BHT = (long)B * m->H * m->Tp;
+    Acts *a = &m->a;
+    a->x0 = carve(&cv, N * C);
+    for (int l = 0; l < m->L; l++) {
+        LayerActs *la = &a->layer[l];
+        memset(la, 0, sizeof *la);
+        la->ln1 = carve(&cv, N * C);
+        la->ln1_mean = carve(&cv, N);
+        la->ln1_rstd = carve(&cv, N);
+        la->qkv = carve(&cv, N * 3 * C);
+        if (arm->filter != FILTER_NONE) {
+            la->gate = carve(&cv, BHT);
+            if (arm->slot == FSLOT_VALUE) la->vg = carve(&cv, N * C);
+            else la->logbias = carve(&cv, BHT);
+        }
+        la->atty = carve(&cv, N * C);
+        la->lse = carve(&cv, BHT);
+        la->res1 = carve(&cv, N * C);
+        la->ln2 = carve(&cv, N * C);
+        la->ln2_mean = carve(&cv, N);
+        la->ln2_rstd = carve(&cv, N);
+        la->fch = carve(&cv, N * 4 * C);
+        la->fch_gelu = carve(&cv, N * 4 * C);
+        la->res2 = carve(&cv, N * C);
+    }
+    a->xf = arm_has_sink_token(arm) ? carve(&cv, NT * C) : NULL;
+    a->lnf = carve(&cv, NT * C);
+    a->lnf_mean = carve(&cv, NT);
+    a->lnf_rstd = carve(&cv, NT);
+    a->losses = carve(&cv, NT);
+    a->dres = carve(&cv, N * C);
+    a->dln = carve(&cv, N * C);
+    a->dqkv = carve(&cv, N * 3 * C);
+    a->dvg = carve(&cv, N * C);
+    a->dlogbias = carve(&cv, BHT);
+    a->datty = carve(&cv, N * C);
+    a->dfch = carve(&cv, N * 4 * C);
+    a->dfch_gelu = carve(&cv, N * 4 * C);
+    a->dxf = arm_has_sink_token(arm) ? carve(&cv, NT * C) : NULL;
+    a->dlnf = carve(&cv, NT * C);
+    return cv.used;
+}
+
+static void ensure_acts(Model *m, int B) {
+    if (m->act_mem && B <= m->B) {
+        if (B != m->B) {
+            layout_acts(m, B, m->act_mem);
+            m->B = B;
+        }
+        return;
+    }
+    free(m->act_mem);
+    free(m->a.layer);
+    free(m->inputs);
+    free(m->targets);
+    m->a.layer = calloc((size_t)m->L, sizeof(LayerActs));
+    long n = layout_acts(m, B, NULL);
+    m->act_mem = alloc_zero(n);
+    m->inputs = malloc(sizeof(int32_t) * (size_t)B * m->T);
+    m->targets = malloc(sizeof(int32_t) * (size_t)B * m->T);
+    if (!m->a.layer || !m->act_mem || !m->inputs || !m->targets) {
+        fprintf(stderr, "sgtrain: out of memory for the activations of a micro-batch of %d "
+                        "(%.1f GB); lower micro_batch and raise grad_accum\n",
+                B, (double)n * sizeof(real) / 1e9);
+        exit(1);
+    }
+    layout_acts(m, B, m->act_mem);
+    m->B = B;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static GateParams gate_params(const Model *m, const LayerTensors *lt) {
+    GateParams gp = {GATE_NONE, SLOT_VALUE, (real)m->cfg.gate_beta, lt->tau, lt->gate_w, lt->gate_b};
+    if (m->arm->filter == FILTER_NORM) gp.kind = GATE_NORM;
+    if (m->arm->filter == FILTER_PROJ) gp.kind = GATE_PROJ;
+    gp.slot = m->arm->slot == FSLOT_ROUTING ? SLOT_ROUTING : SLOT_VALUE;
+    return gp;
+}
+
+/* The attention op's arguments for one layer; v points at the values the
+ * heads read (gated in the value slot, raw otherwise). */
+static AttnArgs attn_args(const Model *m, int B, const LayerTensors *lt, const LayerActs *la,
+                          int *v_stride) {
+    int C = m->C;
+    int gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
+    *v_stride = gated ? C : 3 * C;
+    AttnArgs aa = {B, m->Tp, m->H, m->d, 3 * C, 3 * C, *v_stride, C, arm_has_phantom(m->arm),
+                   arm_has_sink_logit(m->arm) ? lt->sink : NULL, la->logbias};
+    return aa;
+}
+
+static const real *values_read(const Model *m, const LayerActs *la) {
+    int gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
+    return gated ? la->vg : la->qkv + 2 * m->C;
+}
+
+/* Embeddings through the final LayerNorm; leaves lnf [B*T, C]. */
+static void forward_trunk(Model *m, const int32_t *inputs, int B) {
+    ensure_acts(m, B);
+    memcpy(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
+    int C = m->C, N = B * m->Tp;
+    Acts *a = &m->a;
+    op_embed_fwd(a->x0, inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C);
+    const real *x = a->x0;
+    for (int l = 0; l < m->L; l++) {
+        LayerActs *la = &a->layer[l];
+        const LayerTensors *lt = &m->p.layer[l];
+        op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C);
+        op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C);
+        if (m->arm->filter != FILTER_NONE) {
+            GateParams gp = gate_params(m, lt);
+            op_gate_fwd(la->gate, la->vg, la->logbias, la->qkv + 2 * C, 3 * C, &gp, B, m->Tp, m->H, m->d);
+        }
+        int vs;
+        AttnArgs aa = attn_args(m, B, lt, la, &vs);
+        op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa);
+        op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C);
+        op_add(la->res1, la->res1, x, (long)N * C);
+        op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, lt->ln2_w, lt->ln2_b, N, C);
+        op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C);
+        op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C);
+        op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C);
+        op_add(la->res2, la->res2, la->res1, (long)N * C);
+        x = la->res2;
+    }
+    if (a->xf) { /* drop the sink token's output position */
+        for (int b = 0; b < B; b++)
+            memcpy(a->xf + (size_t)b * m->T * C, x + ((size_t)b * m->Tp + 1) * C,
+                   sizeof(real) * (size_t)m->T * C);
+        x = a->xf;
+    }
+    op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C);
+}
+
+static const real *final_residual(const Model *m) {
+    return m->a.xf ? m->a.xf : m->a.layer[m->L - 1].res2;
+}
+
+double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int grad,
+                     real dscale) {
+    forward_trunk(m, inputs, B);
+    memcpy(m->targets, targets, sizeof(int32_t) * (size_t)B * m->T);
+    Acts *a = &m->a;
+    return op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? m->g.wte : NULL, a->lnf, m->p.wte,
+                         targets, B * m->T, m->C, m->V, m->Vp, dscale);
+}
+
+void model_logits(Model *m, const int32_t *inputs, int B, real *logits) {
+    forward_trunk(m, inputs, B);
+    op_logits(logits, m->a.lnf, m->p.wte, B * m->T, m->C, m->V);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+void model_backward(Model *m) {
+    int B = m->B, C = m->C, T = m->T, Tp = m->Tp, N = B * Tp;
+    Acts *a = &m->a;
+    ModelTensors *g = &m->g;
+    /* final LayerNorm; its input gradient lands on the real positions */
+    real *dxf = a->dxf ? a->dxf : a->dres;
+    memset(dxf, 0, sizeof(real) * (size_t)B * T * C);
+    op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
+                     a->lnf_rstd, B * T, C);
+    if (a->dxf) {
+        memset(a->dres, 0, sizeof(real) * (size_t)N * C);
+        for (int b = 0; b < B; b++)
+            memcpy(a->dres + ((size_t)b * Tp + 1) * C, a->dxf + (size_t)b * T * C,
+                   sizeof(real) * (size_t)T * C);
+    }
+    /* a->dres holds d loss / d (output of layer l) */
+    for (int l = m->L - 1; l >= 0; l--) {
+        LayerActs *la = &a->layer[l];
+        const LayerTensors *lt = &m->p.layer[l];
+        LayerTensors *gl = &g->layer[l];
+        const real *x_in = l ? a->layer[l - 1].res2 : a->x0;
+        /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(res1)))) */
+        op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C);
+        op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C);
+        op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C);
+        op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
+                         la->ln2_rstd, N, C);
+        /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
+        op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C);
+        int vs;
+        AttnArgs aa = attn_args(m, B, lt, la, &vs);
+        int value_gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
+        real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
+        op_attention_bwd(a->dqkv, a->dqkv + C, dv, aa.sink ? gl->sink : NULL,
+                         aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
+                         values_read(m, la), la->atty, la->lse, &aa);
+        if (m->arm->filter != FILTER_NONE) {
+            GateParams gp = gate_params(m, lt);
+            op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b,
+                        value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
+                        la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d);
+        }
+        op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C);
+        op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
+                         la->ln1_rstd, N, C);
+    }
+    op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C);
+}
+
+void model_zero_grad(Model *m) { memset(m->grads, 0, sizeof(real) * (size_t)m->n_params); }
+
+/* ---- counts ------------------------------------------------------------- */
+
+long model_count_params(const Model *m) {
+    long n = 0;
+    for (int i = 0; i < m->n_tensors; i++) n += m->tensors[i].numel_real;
+    return n;
+}
+
+long model_count_non_embedding(const Model *m) {
+    long n = model_count_params(m);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role == ROLE_TOKEN_EMBED || m->tensors[i].role == ROLE_POS_EMBED)
+            n -= m->tensors[i].numel_real;
+    return n;
+}
+
+long model_count_arm_extra(const Model *m) {
+    long n = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].arm_extra) n += m->tensors[i].numel_real;
+    return n;
+}
+
+const TensorInfo *model_tensor(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}

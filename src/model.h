@@ -1,0 +1,124 @@
+/* The GPT-2-style model: parameter layout, initialisation, forward and
+ * backward graph for every arm.
+ *
+ * Parameters live in one flat buffer described by a tensor table.  Each
+ * tensor has a role (matrix, embedding, LayerNorm, sink logit, gate ...) and
+ * everything that depends on what a tensor *is* (weight decay, init, which
+ * arm owns it, its export name) is decided from that role, never from its
+ * index. */
+#ifndef SG_MODEL_H
+#define SG_MODEL_H
+
+#include <stdint.h>
+
+#include "arms.h"
+#include "config.h"
+#include "real.h"
+
+typedef enum {
+    ROLE_TOKEN_EMBED,   /* wte, tied to the LM head */
+    ROLE_POS_EMBED,     /* wpe */
+    ROLE_SINK_TOKEN,    /* the sinktoken arm's learned first position */
+    ROLE_NORM_WEIGHT,   /* LayerNorm scale */
+    ROLE_NORM_BIAS,     /* LayerNorm bias (ln_bias) */
+    ROLE_MATRIX,        /* c_attn, c_fc */
+    ROLE_MATRIX_OUT,    /* output projections: init std / sqrt(2L) */
+    ROLE_SINK_LOGIT,    /* b_h of the phantom */
+    ROLE_GATE_TAU,      /* norm-gate threshold tau_h */
+    ROLE_GATE_DIR,      /* projection-gate direction w_h */
+    ROLE_GATE_BIAS      /* projection-gate bias b_h */
+} TensorRole;
+
+typedef struct {
+    char name[64];      /* safetensors export name */
+    TensorRole role;
+    int layer;          /* -1 for model-level tensors */
+    int ndim;
+    int shape[2];       /* as exported (wte: [V, C], unpadded) */
+    long offset;        /* into the flat buffers */
+    long numel;         /* stored elements (wte: Vp * C) */
+    long numel_real;    /* elements that are parameters (wte: V * C) */
+    int decay;          /* receives weight decay */
+    int arm_extra;      /* exists only because of the arm (Table 4) */
+} TensorInfo;
+
+typedef struct {
+    real *ln1_w, *ln1_b, *attn_w, *sink, *tau, *gate_w, *gate_b, *attn_proj;
+    real *ln2_w, *ln2_b, *fc_w, *fc_proj;
+} LayerTensors;
+
+typedef struct {
+    real *wte, *wpe, *sink_token, *lnf_w, *lnf_b;
+    LayerTensors *layer; /* [L] */
+} ModelTensors;
+
+/* Saved activations of one layer for a micro-batch of B sequences of Tp
+ * positions (Tp = T, or T + 1 with a sink token); N = B * Tp rows. */
+typedef struct {
+    real *ln1, *ln1_mean, *ln1_rstd;  /* [N,C], [N], [N] */
+    real *qkv;                        /* [N,3C] */
+    real *gate;                       /* [B,H,Tp]  filter arms */
+    real *vg;                         /* [N,C]     value-slot filter arms */
+    real *logbias;                    /* [B,H,Tp]  routing-slot filter arms */
+    real *atty, *lse;                 /* [N,C], [B,H,Tp] */
+    real *res1;                       /* [N,C] residual after attention */
+    real *ln2, *ln2_mean, *ln2_rstd;
+    real *fch, *fch_gelu;             /* [N,4C] */
+    real *res2;                       /* [N,C] layer output */
+} LayerActs;
+
+typedef struct {
+    real *x0;                   /* [N,C] embeddings */
+    LayerActs *layer;           /* [L] */
+    real *xf;                   /* [B*T,C] final residual at real positions */
+    real *lnf, *lnf_mean, *lnf_rstd;
+    real *losses;               /* [B*T] */
+    /* backward scratch, reused by every layer */
+    real *dres, *dln, *dqkv, *dvg, *dlogbias, *datty, *dfch, *dfch_gelu, *dxf, *dlnf;
+} Acts;
+
+typedef struct {
+    Config cfg;
+    const Arm *arm;
+    int L, H, C, d, T, V, Vp, Tp;
+    TensorInfo *tensors;
+    int n_tensors;
+    long n_params;        /* stored elements of the flat buffers */
+    real *params, *grads, *adam_m, *adam_v;
+    ModelTensors p, g;    /* named views of params and grads */
+    int B;                /* micro-batch the activations are sized for */
+    Acts a;
+    real *act_mem;
+    int32_t *inputs, *targets; /* [B*T] copies of the current batch */
+} Model;
+
+/* Builds the tensor table and allocates parameters, gradients and AdamW
+ * state (zeroed).  Activations are sized lazily for the first batch. */
+int model_build(Model *m, const Config *c, char *err, size_t errlen);
+void model_free(Model *m);
+
+/* Initialisation keyed by (seed, tensor name, element): the same values for
+ * any layout, thread count or order of construction. */
+void model_init(Model *m, uint64_t seed);
+
+/* Forward on B sequences; inputs/targets [B*T].  With grad != 0 the
+ * classifier also writes the gradient of dscale * sum(losses) w.r.t. the
+ * final LayerNorm output, and model_backward must follow.  Returns the sum of
+ * the B*T token losses. */
+double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, int B,
+                     int grad, real dscale);
+/* Backward of the last forward; gradients accumulate into m->grads. */
+void model_backward(Model *m);
+void model_zero_grad(Model *m);
+
+/* Logits [B*T, V] (unpadded) for tests and sampling. */
+void model_logits(Model *m, const int32_t *inputs, int B, real *logits);
+
+/* Parameter counts, padding excluded. */
+long model_count_params(const Model *m);        /* everything */
+long model_count_non_embedding(const Model *m); /* minus wte and wpe */
+long model_count_arm_extra(const Model *m);     /* Table 4's per-arm cost, whole model */
+
+const TensorInfo *model_tensor(const Model *m, const char *name);
+
+#endif

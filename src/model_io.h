@@ -1,0 +1,25 @@
+/* Moving a model's parameters in and out of safetensors files, by the
+ * tensor names of docs/formats.md (the names PyTorch users load). */
+#ifndef SG_MODEL_IO_H
+#define SG_MODEL_IO_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "safetensors.h"
+
+/* Every tensor of the model from `prefix` + name (e.g. "param."); shapes
+ * must match; a missing tensor is an error. */
+int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size_t errlen);
+
+/* Builds the model a checkpoint (a file, or a run directory holding
+ * checkpoint.bin) describes and loads its parameters.  cfg receives the
+ * checkpoint's config, step its step. */
+int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, char *err,
+                          size_t errlen);
+
+/* `sgtrain export`: checkpoint -> safetensors (float32, wte unpadded), with
+ * the resolved config, arm, tier, seed and step in __metadata__. */
+int export_safetensors(const char *src, const char *out, char *err, size_t errlen);
+
+#endif

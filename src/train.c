@@ -1,0 +1,404 @@
+/* The training driver.  A run is a pure function of (config, seed): the
+ * run directory records it (config.yaml), its trajectory (metrics.jsonl), a
+ * resumable state (checkpoint.bin) and, last and atomically, result.json,
+ * whose presence means the run is done.
+ *
+ * Resuming: `sgtrain train` with the same flags on a directory that holds a
+ * checkpoint continues from it.  Nothing in a step depends on anything but
+ * (params, AdamW state, seed, step), all of which the checkpoint holds, so a
+ * resumed run is bitwise identical to an uninterrupted one. */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "checkpoint.h"
+#include "eval.h"
+#include "fsutil.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "progress.h"
+#include "sampler.h"
+#include "shard.h"
+
+#ifndef SG_BLAS_NAME
+#define SG_BLAS_NAME "unknown"
+#endif
+
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_signal(int sig) { g_stop_signal = sig; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void path_join(char *out, size_t n, const char *dir, const char *name) {
+    snprintf(out, n, "%s/%s", dir, name);
+}
+
+typedef struct {
+    const Config *c;
+    Model m;
+    ShardSet data;
+    int data_open;
+    char ckpt_path[CFG_PATH + 32];
+    char metrics_path[CFG_PATH + 32];
+    char result_path[CFG_PATH + 32];
+    FILE *metrics;
+    Progress prog;
+    double elapsed_base; /* wall time of earlier sessions of this run */
+    long last_ckpt;      /* step of the newest checkpoint on disk, -1 if none */
+} Run;
+
+static int save_checkpoint(Run *r, long step) {
+    char err[512];
+    char *yaml = NULL;
+    if (config_to_yaml_string(r->c, &yaml)) {
+        fprintf(stderr, "sgtrain: cannot serialise the config for the checkpoint\n");
+        return -1;
+    }
+    CkptMeta meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.arm, sizeof meta.arm, "%.63s", r->c->arm);
+    meta.step = (uint64_t)step;
+    meta.seed = (uint64_t)r->c->seed;
+    meta.config_yaml = yaml;
+    meta.config_len = strlen(yaml);
+    meta.n = (uint64_t)r->m.n_params;
+    meta.elem_size = sizeof(real);
+    int rc = ckpt_save(r->ckpt_path, &meta, r->m.params, r->m.adam_m, r->m.adam_v, err, sizeof err);
+    free(yaml);
+    if (rc) fprintf(stderr, "sgtrain: saving checkpoint: %s\n", err);
+    else r->last_ckpt = step;
+    return rc;
+}
+
+/* Loads the run directory's checkpoint if there is one.  Returns the step to
+ * start from (0 for a fresh run) or -1 after printing why the checkpoint
+ * cannot continue this run. */
+static long try_resume(Run *r) {
+    if (!fs_exists(r->ckpt_path)) return 0;
+    char err[1024];
+    CkptMeta meta;
+    if (ckpt_read_meta(r->ckpt_path, &meta, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return -1;
+    }
+    Config saved;
+    long step = -1;
+    if (config_load_yaml_buf(&saved, meta.config_yaml, meta.config_len, r->ckpt_path, err,
+                             sizeof err)) {
+        fprintf(stderr, "sgtrain: %s: its saved config does not parse: %s\n", r->ckpt_path, err);
+        goto out;
+    }
+    if (strcmp(meta.arm, r->c->arm) != 0) {
+        fprintf(stderr,
+                "sgtrain: %s is a checkpoint of arm '%s', this run is arm '%s'; use another "
+                "--out directory or remove the checkpoint\n",
+                r->ckpt_path, meta.arm, r->c->arm);
+        goto out;
+    }
+    char diff[2048];
+    if (config_diff_run(&saved, r->c, diff, sizeof diff) > 0) {
+        fprintf(stderr,
+                "sgtrain: %s was written by a run with a different config (%s); resume with the "
+                "same settings or use another --out directory\n",
+                r->ckpt_path, diff);
+        goto out;
+    }
+    CkptMeta full;
+    if (ckpt_load(r->ckpt_path, &full, r->m.params, r->m.adam_m, r->m.adam_v,
+                  (uint64_t)r->m.n_params, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto out;
+    }
+    step = (long)full.step;
+    ckpt_meta_free(&full);
+    if (step > r->c->iters) {
+        fprintf(stderr, "sgtrain: %s is at step %ld, beyond iters %ld\n", r->ckpt_path, step,
+                r->c->iters);
+        step = -1;
+    }
+out:
+    ckpt_meta_free(&meta);
+    return step;
+}
+
+/* Keeps the metrics lines of steps <= step (those the checkpoint covers), so
+ * that a resumed run's metrics.jsonl reads like an uninterrupted one, and
+ * returns the elapsed time recorded last. */
+static int trim_metrics(Run *r, long step) {
+    FILE *f = fopen(r->metrics_path, "r");
+    r->elapsed_base = 0;
+    if (!f) return 0;
+    char *kept = NULL;
+    size_t kept_len = 0;
+    FILE *mem = open_memstream(&kept, &kept_len);
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        long s;
+        if (sscanf(line, "{\"step\":%ld", &s) != 1 || s > step) continue;
+        fputs(line, mem);
+        char *e = strstr(line, "\"elapsed_s\":");
+        if (e) r->elapsed_base = strtod(e + 12, NULL);
+    }
+    free(line);
+    fclose(f);
+    fclose(mem);
+    char err[512];
+    int rc = fs_write_atomic(r->metrics_path, kept, kept_len, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain: %s\n", err);
+    free(kept);
+    return rc;
+}
+
+static uint32_t params_crc(const Model *m) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const unsigned char *p = (const unsigned char *)m->params;
+    size_t n = (size_t)m->n_params * sizeof(real), chunk = 1u << 30;
+    for (size_t i = 0; i < n; i += chunk) crc = crc32(crc, p + i, (uInt)(n - i < chunk ? n - i : chunk));
+    return (uint32_t)crc;
+}
+
+static int write_result(Run *r, long steps, double val_loss, double wall, double tok_s) {
+    const Config *c = r->c;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    long G = (long)c->micro_batch * c->grad_accum;
+    fprintf(f, "{\n  \"tier\": \"%s\",\n  \"arm\": \"%s\",\n  \"arm_label\": \"%s\",\n", c->tier,
+            c->arm, r->m.arm->label);
+    fprintf(f, "  \"seed\": %ld,\n  \"steps\": %ld,\n  \"tokens\": %ld,\n", c->seed, steps,
+            steps * G * c->block_size);
+    fprintf(f, "  \"final_val_loss\": %.17g,\n  \"val_batches\": %d,\n  \"val_tokens\": %ld,\n",
+            val_loss, c->val_batches_final, (long)c->val_batches_final * G * c->block_size);
+    fprintf(f, "  \"params\": {\"total\": %ld, \"non_embedding\": %ld, \"arm_extra\": %ld},\n",
+            model_count_params(&r->m), model_count_non_embedding(&r->m),
+            model_count_arm_extra(&r->m));
+    fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
+    fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
+    fprintf(f, "  \"backend\": \"cpu\",\n  \"blas\": \"%s\",\n  \"threads\": %d,\n", SG_BLAS_NAME,
+            op_threads());
+    fprintf(f, "  \"config\": ");
+    config_write_json(c, f);
+    fprintf(f, "\n}\n");
+    fclose(f);
+    char err[512];
+    int rc = fs_write_atomic(r->result_path, buf, len, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain: %s\n", err);
+    free(buf);
+    return rc;
+}
+
+static void report_divergence(const Run *r, const char *what, long step) {
+    if (r->last_ckpt >= 0)
+        fprintf(stderr, "sgtrain: %s at step %ld; stopping. The last good checkpoint (step %ld) is kept in %s\n",
+                what, step, r->last_ckpt, r->ckpt_path);
+    else
+        fprintf(stderr, "sgtrain: %s at step %ld; stopping. No checkpoint had been written yet.\n", what, step);
+}
+
+static void log_metrics(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_metrics(Run *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(r->metrics, fmt, ap);
+    va_end(ap);
+    fputc('\n', r->metrics);
+    fflush(r->metrics);
+}
+
+static int run_loop(Run *r, long start) {
+    const Config *c = r->c;
+    Model *m = &r->m;
+    int Bm = c->micro_batch, T = c->block_size, A = c->grad_accum;
+    long G = (long)Bm * A;
+    int32_t *win = malloc(sizeof(int32_t) * (size_t)Bm * (T + 1));
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)Bm * T);
+    int32_t *tg = malloc(sizeof(int32_t) * (size_t)Bm * T);
+    real dscale = (real)(1.0 / ((double)G * T));
+    double t0 = now_s(), last_val = NAN;
+    long step = start;
+    int status = TRAIN_OK;
+    progress_init(&r->prog, stderr, c->iters);
+    if (start > 0) progress_note(&r->prog, "resuming %s at step %ld", c->out, start);
+    for (; step < c->iters; step++) {
+        double ts = now_s();
+        model_zero_grad(m);
+        double loss = 0;
+        for (int k = 0; k < A; k++) {
+            sampler_train_rows(&r->data, (uint64_t)c->seed, (uint64_t)step, (uint64_t)k * Bm, Bm, win);
+            split_windows(win, Bm, T, in, tg);
+            loss += model_forward(m, in, tg, Bm, 1, dscale);
+            model_backward(m);
+        }
+        loss /= (double)G * T;
+        double lr = lr_at(c, step);
+        if (!isfinite(loss)) {
+            progress_done(&r->prog);
+            report_divergence(r, isnan(loss) ? "the training loss is NaN" : "the training loss is infinite",
+                              step + 1);
+            status = TRAIN_FAILED;
+            break;
+        }
+        double gnorm = optim_step(m, step, lr);
+        if (!isfinite(gnorm)) {
+            progress_done(&r->prog);
+            report_divergence(r, "the gradient norm is not finite", step + 1);
+            status = TRAIN_FAILED;
+            break;
+        }
+        double te = now_s(), elapsed = r->elapsed_base + (te - t0);
+        double tok_s = (double)G * T / (te - ts);
+        long done = step + 1;
+        log_metrics(r,
+                    "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,"
+                    "\"elapsed_s\":%.3f}",
+                    done, loss, lr, gnorm, tok_s, elapsed);
+        progress_step(&r->prog, done, loss, lr, gnorm, tok_s, elapsed, c->log_every);
+        if (c->val_every > 0 && done % c->val_every == 0 && done < c->iters) {
+            last_val = eval_loss(m, &r->data, c->val_batches);
+            log_metrics(r, "{\"step\":%ld,\"val_loss\":%.9g,\"val_batches\":%d,\"elapsed_s\":%.3f}",
+                        done, last_val, c->val_batches, r->elapsed_base + (now_s() - t0));
+            progress_note(&r->prog, "step %ld val_loss %.4f", done, last_val);
+        }
+        int stop_here = c->stop_at > 0 && done == c->stop_at;
+        int want_ckpt = (c->ckpt_every > 0 && done % c->ckpt_every == 0) || g_stop_signal || stop_here;
+        if (want_ckpt && done < c->iters) {
+            if (save_checkpoint(r, done)) {
+                status = TRAIN_FAILED;
+                step++;
+                break;
+            }
+        }
+        if ((g_stop_signal || stop_here) && done < c->iters) {
+            progress_done(&r->prog);
+            fprintf(stderr,
+                    "sgtrain: %s at step %ld: checkpoint saved to %s; run the same "
+                    "command again to resume\n",
+                    g_stop_signal == SIGTERM ? "SIGTERM received"
+                    : g_stop_signal          ? "SIGUSR1 received"
+                                             : "stop_at reached",
+                    done, r->ckpt_path);
+            status = TRAIN_INTERRUPTED;
+            step++;
+            break;
+        }
+    }
+    progress_done(&r->prog);
+    if (status == TRAIN_OK) {
+        /* The final state is checkpointed before the (long) final evaluation
+         * so that a pre-emption there loses no training. */
+        if (save_checkpoint(r, c->iters)) status = TRAIN_FAILED;
+    }
+    if (status == TRAIN_OK) {
+        double val = eval_loss(m, &r->data, c->val_batches_final);
+        double wall = r->elapsed_base + (now_s() - t0);
+        log_metrics(r, "{\"step\":%ld,\"val_loss\":%.9g,\"val_batches\":%d,\"final\":true,\"elapsed_s\":%.3f}",
+                    c->iters, val, c->val_batches_final, wall);
+        double tok_s = wall > 0 ? (double)c->iters * G * T / wall : 0;
+        if (!isfinite(val)) {
+            fprintf(stderr, "sgtrain: the final validation loss is not finite\n");
+            status = TRAIN_FAILED;
+        } else if (write_result(r, c->iters, val, wall, tok_s)) {
+            status = TRAIN_FAILED;
+        } else {
+            fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs\n",
+                    c->tier, c->arm, c->seed, val, c->val_batches_final, tok_s, wall);
+        }
+    }
+    (void)last_val;
+    free(win);
+    free(in);
+    free(tg);
+    return status;
+}
+
+int train_run(const Config *c) {
+    char err[1024];
+    if (config_validate(c, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return TRAIN_BAD_INPUT;
+    }
+    if (!c->out[0]) {
+        fprintf(stderr, "sgtrain: no run directory: pass --out DIR\n");
+        return TRAIN_BAD_INPUT;
+    }
+    Run r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    path_join(r.ckpt_path, sizeof r.ckpt_path, c->out, "checkpoint.bin");
+    path_join(r.metrics_path, sizeof r.metrics_path, c->out, "metrics.jsonl");
+    path_join(r.result_path, sizeof r.result_path, c->out, "result.json");
+    if (fs_exists(r.result_path)) {
+        fprintf(stderr, "sgtrain: %s exists: this run is already complete (remove it to rerun)\n",
+                r.result_path);
+        return TRAIN_OK;
+    }
+    if (c->threads > 0) omp_set_num_threads(c->threads);
+    if (shardset_open(&r.data, c->data, (uint32_t)c->vocab_size, c->block_size, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        return TRAIN_BAD_INPUT;
+    }
+    int status = TRAIN_BAD_INPUT;
+    if (model_build(&r.m, c, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto done;
+    }
+    if (fs_mkdir_p(c->out, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto done;
+    }
+    r.last_ckpt = -1;
+    long start = try_resume(&r);
+    if (start > 0) r.last_ckpt = start;
+    if (start < 0) goto done;
+    if (start == 0) model_init(&r.m, (uint64_t)c->seed);
+    status = TRAIN_FAILED;
+    if (trim_metrics(&r, start)) goto done;
+    {
+        char *yaml = NULL;
+        char cfg_path[CFG_PATH + 32];
+        path_join(cfg_path, sizeof cfg_path, c->out, "config.yaml");
+        if (config_to_yaml_string(c, &yaml) ||
+            fs_write_atomic(cfg_path, yaml, strlen(yaml), err, sizeof err)) {
+            fprintf(stderr, "sgtrain: writing %s: %s\n", cfg_path, err);
+            free(yaml);
+            goto done;
+        }
+        free(yaml);
+    }
+    r.metrics = fopen(r.metrics_path, "a");
+    if (!r.metrics) {
+        fprintf(stderr, "sgtrain: %s: %s\n", r.metrics_path, strerror(errno));
+        goto done;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fprintf(stderr, "sgtrain: %s arm %s seed %ld: %ld params (%ld non-embedding, %ld for the arm), "
+                    "%d threads, BLAS %s\n",
+            c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),
+            model_count_arm_extra(&r.m), op_threads(), SG_BLAS_NAME);
+    status = run_loop(&r, start);
+done:
+    if (r.metrics) fclose(r.metrics);
+    model_free(&r.m);
+    shardset_close(&r.data);
+    return status;
+}
