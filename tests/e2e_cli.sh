@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# End-to-end tests of the sgtrain command line on synthetic shards: a run
+# from start to result.json, determinism, resume after stop_at and after a
+# signal (bitwise equal to an uninterrupted run), micro-batch/accumulation
+# equivalence, export, and every bad input a user can give: each must exit
+# non-zero with a clear message and leave existing files untouched.
+set -u
+B=${1:-build}
+SG=$(cd "$(dirname "$B")" && pwd)/$(basename "$B")/sgtrain
+SYN=$(dirname "$SG")/sgsynth
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { if eval "$1"; then ok; else bad "$2"; fi; }
+
+# expect STATUS PATTERN -- command...: exit status and a message matching PATTERN
+expect() {
+    local want=$1 pat=$2; shift 3
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" -ne "$want" ]; then bad "exit $rc (want $want): $*"$'\n'"$out"; return; fi
+    if ! grep -qE -- "$pat" <<<"$out"; then bad "message /$pat/ missing: $*"$'\n'"$out"; return; fi
+    ok
+}
+json() { sed -nE "s/.*\"$2\": \"?([^\",]*)\"?,?$/\1/p" "$1" | head -n 1; }
+
+D=$W/data
+"$SYN" --out "$D" --vocab 512 --val-tokens 20000 --train-tokens 120000 --shard-tokens 50000 >/dev/null
+check '[ -f $D/val.bin ] && [ -f $D/train_002.bin ]' "sgsynth wrote the data directory"
+T="train --tier test --data $D"
+
+# --- a run, and its run directory -----------------------------------------
+expect 0 "final val_loss" -- "$SG" $T --arm combo2 --out "$W/a"
+for f in config.yaml metrics.jsonl checkpoint.bin result.json; do
+    check "[ -s $W/a/$f ]" "run directory holds $f"
+done
+check '[ "$(grep -c "\"loss\"" $W/a/metrics.jsonl)" -eq 20 ]' "20 training lines in metrics.jsonl"
+check 'grep -q "\"final\":true" $W/a/metrics.jsonl' "final validation line"
+check '[ "$(json $W/a/result.json arm)" = combo2 ] && [ "$(json $W/a/result.json steps)" = 20 ]' "result.json arm/steps"
+check 'grep -q "\"arm_extra\": 72" $W/a/result.json' "combo2 extra params: H(d+2) per layer = 2*18*2 = 72"
+expect 0 "already complete" -- "$SG" $T --arm combo2 --out "$W/a"
+
+# --- determinism: same config and seed, same bits ------------------------
+"$SG" $T --arm combo2 --out "$W/b" 2>/dev/null
+check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/b/result.json params_crc32)" ]' "two runs give bitwise equal parameters"
+check '[ "$(json $W/a/result.json final_val_loss)" = "$(json $W/b/result.json final_val_loss)" ]' "two runs give the same final loss"
+"$SG" $T --arm combo2 --seed 1 --out "$W/c" 2>/dev/null
+check '[ "$(json $W/a/result.json params_crc32)" != "$(json $W/c/result.json params_crc32)" ]' "another seed gives another model"
+
+# --- resume: stop_at, then continue: bitwise equal to uninterrupted -------
+for arm in baseline sinktoken combo; do
+    "$SG" $T --arm $arm --iters 30 --out "$W/u_$arm" 2>/dev/null
+    expect 75 "stop_at reached at step 13" -- "$SG" $T --arm $arm --iters 30 --stop_at 13 --out "$W/r_$arm"
+    check "[ ! -f $W/r_$arm/result.json ]" "an interrupted run has no result.json"
+    expect 0 "resuming .* at step 13" -- "$SG" $T --arm $arm --iters 30 --out "$W/r_$arm"
+    check "[ \"\$(json $W/u_$arm/result.json params_crc32)\" = \"\$(json $W/r_$arm/result.json params_crc32)\" ]" "$arm: resumed run is bitwise identical"
+    check "diff <(grep '\"loss\"' $W/u_$arm/metrics.jsonl | sed 's/,\"tokens_per_s.*//') <(grep '\"loss\"' $W/r_$arm/metrics.jsonl | sed 's/,\"tokens_per_s.*//') >/dev/null" "$arm: resumed metrics.jsonl has the same 30 losses"
+done
+
+# --- a signal: checkpoint and exit 75, then resume to the same end -------
+"$SG" $T --arm sinklogit --iters 3000 --log_every 1 --out "$W/sig" >"$W/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+    [ "$(grep -c '"loss"' "$W/sig/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+    sleep 0.05
+done
+kill -USR1 $pid
+wait $pid
+rc=$?
+check "[ $rc -eq 75 ]" "SIGUSR1 ends the run with status 75 (got $rc)"
+check 'grep -q "SIGUSR1 received" $W/sig.log' "the signal is named"
+check "[ -s $W/sig/checkpoint.bin ] && [ ! -f $W/sig/result.json ]" "checkpoint written, no result"
+"$SG" $T --arm sinklogit --iters 3000 --out "$W/sig" --stop_at 0 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 400); do
+    n=$(grep -c '"loss"' "$W/sig/metrics.jsonl" 2>/dev/null || echo 0)
+    [ "$n" -ge 40 ] && break
+    sleep 0.05
+done
+kill -TERM $pid
+wait $pid
+check "[ $? -eq 75 ]" "SIGTERM also checkpoints and exits 75"
+expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 3000 --out "$W/sig"
+expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 3000 --out "$W/sig_u"
+check '[ "$(json $W/sig/result.json params_crc32)" = "$(json $W/sig_u/result.json params_crc32)" ]' "run interrupted twice by signals is bitwise identical to an uninterrupted one"
+
+# --- the same global batch in micro-batches: the same training -----------
+for split in "8 1" "4 2" "2 4"; do
+    set -- $split
+    "$SG" $T --arm normgate --micro_batch $1 --grad_accum $2 --iters 10 --out "$W/acc_$1" 2>/dev/null
+done
+same_traj() { # two metrics files: every training loss within 1e-5 relative
+    paste -d' ' <(grep '"loss"' "$1" | sed -E 's/.*"loss":([^,]*).*/\1/') \
+                <(grep '"loss"' "$2" | sed -E 's/.*"loss":([^,]*).*/\1/') |
+        awk '{d=$1-$2; if (d<0) d=-d; if (d > 1e-5*$2) bad=1; n++} END {exit (bad || n != 10)}'
+}
+check 'same_traj $W/acc_8/metrics.jsonl $W/acc_4/metrics.jsonl' "8x1 and 4x2 train alike (1e-5 relative)"
+check 'same_traj $W/acc_8/metrics.jsonl $W/acc_2/metrics.jsonl' "8x1 and 2x4 train alike (1e-5 relative)"
+
+# --- export --------------------------------------------------------------
+expect 0 "wrote" -- "$SG" export "$W/a" -o "$W/a.safetensors"
+if command -v python3 >/dev/null; then
+    "$SG" info --tier test --arm combo2 >"$W/info.json"
+    check 'python3 tests/check_export.py "$W/a.safetensors" "$W/info.json"' "export: names, shapes and dtypes match the model (safetensors spec)"
+fi
+expect 2 "cannot open|No such file" -- "$SG" export "$W/nothing"
+expect 2 "usage" -- "$SG" export
+
+# --- bad flags and configs ------------------------------------------------
+expect 2 "unknown arm 'sinklogits'" -- "$SG" $T --arm sinklogits --out "$W/x"
+expect 2 "unknown tier '7M'" -- "$SG" train --tier 7M --data "$D" --out "$W/x"
+expect 2 "unknown flag '--lrr'" -- "$SG" $T --lrr 1e-3 --out "$W/x"
+expect 2 "missing|needs a value|expects a value" -- "$SG" $T --out
+expect 2 "lr: " -- "$SG" $T --lr abc --out "$W/x"
+expect 2 "not divisible" -- "$SG" $T --n_embd 30 --n_head 4 --out "$W/x"
+expect 2 "pass --out" -- "$SG" $T
+expect 2 "unknown command" -- "$SG" trian
+printf 'tier: test\nn_heads: 4\n' >"$W/bad.yaml"
+expect 2 "bad.yaml:2:1: unknown key 'n_heads', did you mean 'n_head'" -- "$SG" train --config "$W/bad.yaml" --data "$D" --out "$W/x"
+printf 'lr: [1, 2]\n' >"$W/bad2.yaml"
+expect 2 "bad2.yaml:1:5" -- "$SG" train --config "$W/bad2.yaml" --data "$D" --out "$W/x"
+check "[ ! -e $W/x ]" "rejected runs create no run directory"
+
+# --- bad data -------------------------------------------------------------
+expect 2 "nowhere" -- "$SG" train --tier test --data "$W/nowhere" --out "$W/x"
+mkdir -p "$W/d_trunc" && cp "$D"/*.bin "$W/d_trunc/"
+truncate -s -7 "$W/d_trunc/train_001.bin"
+expect 2 "train_001.bin.*truncated" -- "$SG" train --tier test --data "$W/d_trunc" --out "$W/x"
+expect 2 "vocabulary size 512.*expects 1000" -- "$SG" $T --vocab_size 1000 --out "$W/x"
+mkdir -p "$W/d_magic" && cp "$D"/*.bin "$W/d_magic/" && printf 'hello world, not tokens' >"$W/d_magic/val.bin"
+expect 2 "val.bin" -- "$SG" train --tier test --data "$W/d_magic" --out "$W/x"
+mkdir -p "$W/d_range" && cp "$D"/*.bin "$W/d_range/"
+# claim a vocabulary of 300 in one shard's header (bytes 20..23) although it holds tokens up to 511
+for f in "$W"/d_range/*.bin; do printf '\x2c\x01\x00\x00' | dd of="$f" bs=1 seek=20 conv=notrunc status=none; done
+expect 2 "token|out of range|>= *300" -- "$SG" train --tier test --vocab_size 300 --data "$W/d_range" --out "$W/x"
+mkdir -p "$W/d_noval" && cp "$D"/train_*.bin "$W/d_noval/"
+expect 2 "val.bin" -- "$SG" train --tier test --data "$W/d_noval" --out "$W/x"
+
+# --- checkpoints that cannot continue this run ---------------------------
+"$SG" $T --arm baseline --iters 30 --stop_at 10 --out "$W/k" >/dev/null 2>&1
+cp "$W/k/checkpoint.bin" "$W/k.orig"
+expect 2 "arm 'baseline', this run is arm 'combo'" -- "$SG" $T --arm combo --iters 30 --out "$W/k"
+expect 2 "different config.*lr: " -- "$SG" $T --arm baseline --iters 30 --lr 1e-3 --out "$W/k"
+expect 2 "different config.*iters: 30 -> 40" -- "$SG" $T --arm baseline --iters 40 --out "$W/k"
+check "cmp -s $W/k/checkpoint.bin $W/k.orig" "a rejected resume leaves the checkpoint untouched"
+cp "$W/k.orig" "$W/k2.bin"
+printf '\xff' | dd of="$W/k2.bin" bs=1 seek=5000 conv=notrunc status=none
+mkdir -p "$W/k2" && cp "$W/k2.bin" "$W/k2/checkpoint.bin"
+expect 2 "checksum|corrupt" -- "$SG" $T --arm baseline --iters 30 --out "$W/k2"
+check "cmp -s $W/k2/checkpoint.bin $W/k2.bin" "a corrupt checkpoint is left for inspection, not overwritten"
+mkdir -p "$W/k3" && head -c 3000 "$W/k.orig" >"$W/k3/checkpoint.bin"
+expect 2 "truncated" -- "$SG" $T --arm baseline --iters 30 --out "$W/k3"
+expect 0 "resuming" -- "$SG" $T --arm baseline --iters 30 --out "$W/k"
+
+# --- a diverging run stops at the step, keeping the last good checkpoint --
+expect 1 "(NaN|infinite|not finite).* at step [0-9]+" -- "$SG" $T --arm projgate --lr 1e30 --lr_min 0 --warmup 0 --ckpt_every 1 --out "$W/nan"
+check "[ ! -f $W/nan/result.json ]" "no result.json after divergence"
+if [ -f "$W/nan/checkpoint.bin" ]; then
+    expect 0 "wrote" -- "$SG" export "$W/nan" -o "$W/nan.safetensors"
+fi
+
+echo "e2e: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
