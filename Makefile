@@ -20,25 +20,27 @@ B       := build
 PKG_CONFIG ?= pkg-config
 BLAS ?= auto
 
-# --- BLAS probe -----------------------------------------------------------
+# --- BLAS: chosen by measurement ------------------------------------------
+# BLAS=auto builds tools/blas_probe against every BLAS installed, times the
+# GEMM shapes of a training step, and links the fastest (cached in
+# $(B)/blas.choice; figures in $(B)/blas-probe.txt; `rm` it to re-probe).
+# On CPUs newer than the installed OpenBLAS, its autodetection falls back to
+# generic kernels unless OPENBLAS_CORETYPE names the core: the probe sees
+# exactly what training will.
 blis_dir := $(firstword $(wildcard /usr/include/*/blis-openmp /usr/include/blis))
 ifeq ($(BLAS),auto)
-  ifneq ($(shell $(PKG_CONFIG) --exists openblas && echo y),)
-    BLAS := openblas
-  else ifneq ($(blis_dir),)
-    BLAS := blis
-  else
-    BLAS := cblas
-  endif
+  BLAS := $(shell cat $(B)/blas.choice 2>/dev/null || CC=$(CC) PKG_CONFIG=$(PKG_CONFIG) sh tools/blas_probe/choose.sh $(B))
 endif
 ifeq ($(BLAS),openblas)
   BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas)
   BLAS_LIBS   := $(shell $(PKG_CONFIG) --libs openblas)
 else ifeq ($(BLAS),blis)
-  BLAS_CFLAGS := -I$(blis_dir)
+  BLAS_CFLAGS := -isystem $(blis_dir) -DSG_BLAS_BLIS
   BLAS_LIBS   := -L$(subst include,lib,$(blis_dir)) -Wl,-rpath,$(subst include,lib,$(blis_dir)) -lblis
 else ifeq ($(BLAS),cblas)
   BLAS_LIBS   := -lcblas -lblas
+else
+  $(error BLAS=$(BLAS): expected auto, openblas, blis or cblas)
 endif
 CFLAGS += $(BLAS_CFLAGS) -DSG_BLAS_NAME=\"$(BLAS)\"
 LDLIBS += $(BLAS_LIBS)

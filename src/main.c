@@ -63,7 +63,7 @@ static int cmd_info(int argc, char **argv) {
     if (resolve(&c, argc, argv)) return 2;
     Model m;
     char err[512];
-    if (model_build(&m, &c, err, sizeof err)) {
+    if (model_describe(&m, &c, err, sizeof err)) {
         fprintf(stderr, "sgtrain: %s\n", err);
         return 2;
     }
@@ -109,7 +109,7 @@ static int cmd_arms(int argc, char **argv) {
         const Arm *a = arm_at(i);
         snprintf(c.arm, sizeof c.arm, "%s", a->name);
         Model m;
-        if (model_build(&m, &c, err, sizeof err)) {
+        if (model_describe(&m, &c, err, sizeof err)) {
             fprintf(stderr, "sgtrain: %s\n", err);
             return 2;
         }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "profile.h"
 #include "rng.h"
 
 #define ALIGN_ELEMS 16 /* 64-byte alignment of every tensor in the flat buffer */
@@ -122,7 +123,7 @@ static real *alloc_zero(long n) {
     return p;
 }
 
-int model_build(Model *m, const Config *c, char *err, size_t errlen) {
+int model_describe(Model *m, const Config *c, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
     m->arm = arm_find(c->arm);
@@ -147,6 +148,15 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     m->g.layer = calloc((size_t)m->L, sizeof(LayerTensors));
     if (!m->tensors || !m->p.layer || !m->g.layer) goto oom;
     build_table(m);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    model_free(m);
+    return -1;
+}
+
+int model_build(Model *m, const Config *c, char *err, size_t errlen) {
+    if (model_describe(m, c, err, errlen)) return -1;
     m->params = alloc_zero(m->n_params);
     m->grads = alloc_zero(m->n_params);
     m->adam_m = alloc_zero(m->n_params);
@@ -326,33 +336,39 @@ static const real *values_read(const Model *m, const LayerActs *la) {
     return gated ? la->vg : la->qkv + 2 * m->C;
 }
 
+/* Causal attention work in multiply-adds x 2 over the kept (j <= i) half:
+ * `mats` score-sized products (4 forward: QK^T and PV; 10 backward). */
+static double attn_flops(const Model *m, int B, int mats) {
+    return (double)mats * B * m->H * ((double)m->Tp * (m->Tp + 1) / 2) * m->d;
+}
+
 /* Embeddings through the final LayerNorm; leaves lnf [B*T, C]. */
 static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     ensure_acts(m, B);
     memcpy(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
     int C = m->C, N = B * m->Tp;
     Acts *a = &m->a;
-    op_embed_fwd(a->x0, inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C);
+    PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
     const real *x = a->x0;
     for (int l = 0; l < m->L; l++) {
         LayerActs *la = &a->layer[l];
         const LayerTensors *lt = &m->p.layer[l];
-        op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C);
-        op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C);
+        PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
         if (m->arm->filter != FILTER_NONE) {
             GateParams gp = gate_params(m, lt);
-            op_gate_fwd(la->gate, la->vg, la->logbias, la->qkv + 2 * C, 3 * C, &gp, B, m->Tp, m->H, m->d);
+            PROF(PROF_GATE, 0, op_gate_fwd(la->gate, la->vg, la->logbias, la->qkv + 2 * C, 3 * C, &gp, B, m->Tp, m->H, m->d));
         }
         int vs;
         AttnArgs aa = attn_args(m, B, lt, la, &vs);
-        op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa);
-        op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C);
-        op_add(la->res1, la->res1, x, (long)N * C);
-        op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, lt->ln2_w, lt->ln2_b, N, C);
-        op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C);
-        op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C);
-        op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C);
-        op_add(la->res2, la->res2, la->res1, (long)N * C);
+        PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
+        PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
+        PROF(PROF_POINTWISE, 0, op_add(la->res1, la->res1, x, (long)N * C));
+        PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, lt->ln2_w, lt->ln2_b, N, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C));
+        PROF(PROF_POINTWISE, 0, op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
+        PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
+        PROF(PROF_POINTWISE, 0, op_add(la->res2, la->res2, la->res1, (long)N * C));
         x = la->res2;
     }
     if (a->xf) { /* drop the sink token's output position */
@@ -361,7 +377,7 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
                    sizeof(real) * (size_t)m->T * C);
         x = a->xf;
     }
-    op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C);
+    PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C));
 }
 
 static const real *final_residual(const Model *m) {
@@ -373,8 +389,11 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, in
     forward_trunk(m, inputs, B);
     memcpy(m->targets, targets, sizeof(int32_t) * (size_t)B * m->T);
     Acts *a = &m->a;
-    return op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? m->g.wte : NULL, a->lnf, m->p.wte,
-                         targets, B * m->T, m->C, m->V, m->Vp, dscale);
+    double loss;
+    PROF(PROF_CLASSIFIER, (grad ? 6.0 : 2.0) * B * m->T * m->C * m->V,
+         loss = op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? m->g.wte : NULL, a->lnf, m->p.wte,
+                              targets, B * m->T, m->C, m->V, m->Vp, dscale));
+    return loss;
 }
 
 void model_logits(Model *m, const int32_t *inputs, int B, real *logits) {
@@ -391,8 +410,8 @@ void model_backward(Model *m) {
     /* final LayerNorm; its input gradient lands on the real positions */
     real *dxf = a->dxf ? a->dxf : a->dres;
     memset(dxf, 0, sizeof(real) * (size_t)B * T * C);
-    op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
-                     a->lnf_rstd, B * T, C);
+    PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
+                     a->lnf_rstd, B * T, C));
     if (a->dxf) {
         memset(a->dres, 0, sizeof(real) * (size_t)N * C);
         for (int b = 0; b < B; b++)
@@ -406,31 +425,33 @@ void model_backward(Model *m) {
         LayerTensors *gl = &g->layer[l];
         const real *x_in = l ? a->layer[l - 1].res2 : a->x0;
         /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(res1)))) */
-        op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C);
-        op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C);
-        op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C);
-        op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
-                         la->ln2_rstd, N, C);
+        PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
+        PROF(PROF_POINTWISE, 0, op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
+        PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C));
+        PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
+                         la->ln2_rstd, N, C));
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
-        op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C);
+        PROF(PROF_MATMUL, 4.0 * N * C * C, op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C));
         int vs;
         AttnArgs aa = attn_args(m, B, lt, la, &vs);
         int value_gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
         real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
-        op_attention_bwd(a->dqkv, a->dqkv + C, dv, aa.sink ? gl->sink : NULL,
-                         aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
-                         values_read(m, la), la->atty, la->lse, &aa);
+        PROF(PROF_ATTENTION, attn_flops(m, B, 10),
+             op_attention_bwd(a->dqkv, a->dqkv + C, dv, aa.sink ? gl->sink : NULL,
+                              aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
+                              values_read(m, la), la->atty, la->lse, &aa));
         if (m->arm->filter != FILTER_NONE) {
             GateParams gp = gate_params(m, lt);
-            op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b,
-                        value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
-                        la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d);
+            PROF(PROF_GATE, 0,
+                 op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b,
+                             value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
+                             la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
         }
-        op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C);
-        op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
-                         la->ln1_rstd, N, C);
+        PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
+        PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
+                         la->ln1_rstd, N, C));
     }
-    op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C);
+    PROF(PROF_EMBED, 0, op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C));
 }
 
 void model_zero_grad(Model *m) { memset(m->grads, 0, sizeof(real) * (size_t)m->n_params); }

@@ -95,6 +95,8 @@ typedef struct {
 /* Builds the tensor table and allocates parameters, gradients and AdamW
  * state (zeroed).  Activations are sized lazily for the first batch. */
 int model_build(Model *m, const Config *c, char *err, size_t errlen);
+/* The tensor table alone, no buffers: counts and layouts of any tier. */
+int model_describe(Model *m, const Config *c, char *err, size_t errlen);
 void model_free(Model *m);
 
 /* Initialisation keyed by (seed, tensor name, element): the same values for

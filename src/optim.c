@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "ops.h"
+#include "profile.h"
 
 double lr_at(const Config *c, long step) {
     if (step < c->warmup) return c->lr * (double)(step + 1) / (double)c->warmup;
@@ -14,6 +15,7 @@ double lr_at(const Config *c, long step) {
 
 double optim_step(Model *m, long step, double lr) {
     const Config *c = &m->cfg;
+    double t0 = prof_on ? prof_now() : 0;
     double norm = sqrt(op_sumsq(m->grads, m->n_params));
     double scale = 1.0;
     if (c->grad_clip > 0) {
@@ -26,5 +28,6 @@ double optim_step(Model *m, long step, double lr) {
                  m->grads + t->offset, t->numel, lr, c->beta1, c->beta2, c->adam_eps,
                  t->decay ? c->weight_decay : 0.0, step + 1, scale);
     }
+    if (prof_on) prof_secs[PROF_OPTIMIZER] += prof_now() - t0;
     return norm;
 }

@@ -30,7 +30,7 @@ static void test_counts(void) {
             const Arm *a = arm_at(ai);
             snprintf(c.arm, sizeof c.arm, "%s", a->name);
             Model m;
-            model_build(&m, &c, err, sizeof err);
+            model_describe(&m, &c, err, sizeof err);
             long L = c.n_layer, C = c.n_embd;
             long want_ne = L * (12 * C * C + 2 * C) + C; /* blocks + LayerNorms, no biases */
             if (ai == 0) {
@@ -53,7 +53,7 @@ static void test_counts(void) {
     char err[256];
     config_from_tier(&c, "10M", err, sizeof err);
     Model m;
-    model_build(&m, &c, err, sizeof err);
+    model_describe(&m, &c, err, sizeof err);
     CHECK(fabs(model_count_non_embedding(&m) / 1e6 - 10.6) < 0.1, "10M tier non-embedding %ld",
           model_count_non_embedding(&m));
     model_free(&m);

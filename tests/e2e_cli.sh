@@ -60,11 +60,12 @@ for arm in baseline sinktoken combo; do
 done
 
 # --- a signal: checkpoint and exit 75, then resume to the same end -------
-"$SG" $T --arm sinklogit --iters 3000 --log_every 1 --out "$W/sig" >"$W/sig.log" 2>&1 &
+"$SG" $T --arm sinklogit --iters 4000 --ckpt_every 0 --log_every 1 --out "$W/sig" >"$W/sig.log" 2>&1 &
 pid=$!
-for _ in $(seq 200); do
-    [ "$(grep -c '"loss"' "$W/sig/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
-    sleep 0.05
+nlines() { local n; n=$(grep -c '"loss"' "$W/sig/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
+for _ in $(seq 1000); do
+    [ "$(nlines)" -ge 3 ] && break
+    sleep 0.01
 done
 kill -USR1 $pid
 wait $pid
@@ -72,18 +73,18 @@ rc=$?
 check "[ $rc -eq 75 ]" "SIGUSR1 ends the run with status 75 (got $rc)"
 check 'grep -q "SIGUSR1 received" $W/sig.log' "the signal is named"
 check "[ -s $W/sig/checkpoint.bin ] && [ ! -f $W/sig/result.json ]" "checkpoint written, no result"
-"$SG" $T --arm sinklogit --iters 3000 --out "$W/sig" --stop_at 0 >/dev/null 2>&1 &
+"$SG" $T --arm sinklogit --iters 4000 --ckpt_every 0 --out "$W/sig" --stop_at 0 >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 400); do
-    n=$(grep -c '"loss"' "$W/sig/metrics.jsonl" 2>/dev/null || echo 0)
-    [ "$n" -ge 40 ] && break
-    sleep 0.05
+first=$(nlines)
+for _ in $(seq 1000); do
+    [ "$(nlines)" -ge $((first + 20)) ] && break
+    sleep 0.01
 done
 kill -TERM $pid
 wait $pid
 check "[ $? -eq 75 ]" "SIGTERM also checkpoints and exits 75"
-expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 3000 --out "$W/sig"
-expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 3000 --out "$W/sig_u"
+expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 4000 --ckpt_every 0 --out "$W/sig"
+expect 0 "final val_loss" -- "$SG" $T --arm sinklogit --iters 4000 --ckpt_every 0 --out "$W/sig_u"
 check '[ "$(json $W/sig/result.json params_crc32)" = "$(json $W/sig_u/result.json params_crc32)" ]' "run interrupted twice by signals is bitwise identical to an uninterrupted one"
 
 # --- the same global batch in micro-batches: the same training -----------

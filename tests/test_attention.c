@@ -5,10 +5,11 @@
  * dO_i . O_i).  It shares no code with kernels/cpu/.
  *
  * Tolerances.  Inputs are exact in float; the kernels accumulate in float
- * over at most a few hundred terms and use a 2-ulp exponential, so the
- * observed error is a few 1e-7 of the largest entry of each tensor.  Every
- * comparison asks |got - want| <= TOL (max(max|want|, 1) + |want|) with
- * TOL = 2e-5:
+ * over at most a few hundred terms and use a 1-ulp exponential, so the
+ * observed error is ~6e-7 of the largest entry of each tensor (and ~6e-6 in
+ * the amp = 6 case, whose logits reach ~50 and so carry ~3e-6 of rounding
+ * each).  Every comparison asks |got - want| <= TOL (max(max|want|, 1) +
+ * |want|) with TOL = 2e-5:
  * relative to the tensor's scale (small entries of a gradient are sums with
  * cancellation, so a pure relative test would be meaningless there), with
  * room for 1e-5-level drift and nothing close to an indexing or masking bug
@@ -69,8 +70,8 @@ static void compare(const char *what, const char *ctx, const real *got, const do
     double e = check_max_err(g, want, n, TOL * scale, TOL, &w);
     if (e > worst_seen && isfinite(e)) worst_seen = e;
     if (getenv("SG_VERBOSE")) printf("  %-24s %-50s %.3g\n", what, ctx, e);
-    CHECK(e <= 1, "%s [%s]: error %.3g x tolerance at %ld: got %.9g want %.9g", what, ctx, e,
-          w, n ? g[w] : 0.0, n ? want[w] : 0.0);
+    CHECK(e <= 1, "%s [%s]: error %.3g x tolerance at %ld: got %.9g want %.9g", what, ctx, e, w,
+          n ? g[w] : 0.0, n ? want[w] : 0.0);
     free(g);
 }
 
@@ -111,9 +112,8 @@ static double ref_row(const Ref *r, const real *qkv, int b, int h, int i, double
 }
 
 /* o, dq, dk, dv compact [B,T,C]; lse, dlb [B,H,T]; dsink [H] (0 = no phantom). */
-static void ref_attention(const Ref *r, const real *qkv, const real *dout, double *o,
-                          double *lse, double *dq, double *dk, double *dv, double *dsink,
-                          double *dlb) {
+static void ref_attention(const Ref *r, const real *qkv, const real *dout, double *o, double *lse,
+                          double *dq, double *dk, double *dv, double *dsink, double *dlb) {
     const int B = r->B, T = r->T, H = r->H, d = r->d, C = H * d;
     const double sc = 1 / sqrt((double)d);
     double *P = xcalloc((size_t)T * (T + 1), sizeof(double));
@@ -230,8 +230,8 @@ static void run_attn(Bufs *u, const AttnArgs *a, real dsink0) {
     for (int h = 0; h < u->H; h++) u->dsink[h] = dsink0;
     op_attention_fwd(u->o, u->lse, u->qkv, u->qkv + C, u->qkv + 2 * C, a);
     op_attention_bwd(u->dqkv, u->dqkv + C, u->dqkv + 2 * C, a->sink ? u->dsink : NULL,
-                     a->logbias ? u->dlb : NULL, u->dout, u->qkv, u->qkv + C, u->qkv + 2 * C,
-                     u->o, u->lse, a);
+                     a->logbias ? u->dlb : NULL, u->dout, u->qkv, u->qkv + C, u->qkv + 2 * C, u->o,
+                     u->lse, a);
 }
 
 /* Column block `part` (0 q, 1 k, 2 v) of a [B,T,3C] buffer, compacted. */
@@ -240,15 +240,17 @@ static void extract(real *dst, const real *src, long BT, long C, int part) {
         memcpy(dst + row * C, src + row * 3 * C + part * C, sizeof(real) * C);
 }
 
-static const char *mode_name[] = {"baseline", "offbyone", "sinklogit", "logbias",
-                                  "logbias+offbyone", "logbias+sinklogit"};
+static const char *mode_name[] = {"baseline", "offbyone",         "sinklogit",
+                                  "logbias",  "logbias+offbyone", "logbias+sinklogit"};
 
 static void test_against_reference(int B, int T, int H, int d, double amp) {
     Bufs u = bufs_new(B, T, H, d, amp);
     const long C = (long)H * d, BT = (long)B * T, BHT = (long)B * H * T;
-    double *o = xcalloc(BT * C, 8), *lse = xcalloc(BHT, 8), *dq = xcalloc(BT * C, 8);
-    double *dk = xcalloc(BT * C, 8), *dv = xcalloc(BT * C, 8), *dsink = xcalloc(H, 8);
-    double *dlb = xcalloc(BHT, 8);
+    double *o = xcalloc(BT * C, sizeof(double)), *lse = xcalloc(BHT, sizeof(double)),
+           *dq = xcalloc(BT * C, sizeof(double));
+    double *dk = xcalloc(BT * C, sizeof(double)), *dv = xcalloc(BT * C, sizeof(double)),
+           *dsink = xcalloc(H, sizeof(double));
+    double *dlb = xcalloc(BHT, sizeof(double));
     real *tmp = xcalloc(BT * C, sizeof(real));
     for (int mode = 0; mode < 6; mode++) {
         const int phantom = mode == 1 || mode == 2 || mode == 4 || mode == 5;
@@ -309,7 +311,9 @@ static Snap snap(const Bufs *u) {
     memcpy(s.dlb, u->dlb, sizeof(real) * BHT);
     return s;
 }
-static void snap_free(Snap *s) { free(s->o), free(s->lse), free(s->dqkv), free(s->dsink), free(s->dlb); }
+static void snap_free(Snap *s) {
+    free(s->o), free(s->lse), free(s->dqkv), free(s->dsink), free(s->dlb);
+}
 
 static int snap_eq(const Snap *s, const Bufs *u, int with_dsink) {
     const long C = (long)u->H * u->d, BT = (long)u->B * u->T, BHT = (long)u->B * u->H * u->T;
@@ -342,7 +346,7 @@ static void test_arm_identities(int T, int d) {
         a = args_of(&u, 1, minus200, lb);
         run_attn(&u, &a, 0);
         long w;
-        double *x = xcalloc(BT * 3 * C, 8), *y = xcalloc(BT * 3 * C, 8);
+        double *x = xcalloc(BT * 3 * C, sizeof(double)), *y = xcalloc(BT * 3 * C, sizeof(double));
         for (long i = 0; i < BT * C; i++) x[i] = s.o[i], y[i] = u.o[i];
         double e = check_max_err(x, y, BT * C, 1e-7, 1e-6, &w);
         CHECK(e <= 1, "sink -200 vs no phantom: o differs (%.3g x tol) T=%d d=%d", e, T, d);
@@ -447,14 +451,14 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d) {
     for (int i = 0; i < 4; i++) dtau[i] = db[i] = (real)0.5;
     for (int i = 0; i < 4 * 64; i++) dw[i] = (real)-0.5;
 
-    op_gate_fwd(g, slot == SLOT_VALUE ? vg : NULL, slot == SLOT_ROUTING ? lb : NULL, v, 3 * C,
-                &p, B, T, H, d);
-    op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db,
-                slot == SLOT_VALUE ? dvg : NULL, slot == SLOT_ROUTING ? dlb : NULL, v, 3 * C, g,
-                &p, B, T, H, d);
+    op_gate_fwd(g, slot == SLOT_VALUE ? vg : NULL, slot == SLOT_ROUTING ? lb : NULL, v, 3 * C, &p,
+                B, T, H, d);
+    op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db, slot == SLOT_VALUE ? dvg : NULL,
+                slot == SLOT_ROUTING ? dlb : NULL, v, 3 * C, g, &p, B, T, H, d);
 
-    double *rg = xcalloc(BHT, 8), *rvg = xcalloc(BT * C, 8), *rlb = xcalloc(BHT, 8);
-    double *rdv = xcalloc(BT * C, 8), rdtau[4], rdw[4 * 64], rdb[4], dzdv[64];
+    double *rg = xcalloc(BHT, sizeof(double)), *rvg = xcalloc(BT * C, sizeof(double)),
+           *rlb = xcalloc(BHT, sizeof(double));
+    double *rdv = xcalloc(BT * C, sizeof(double)), rdtau[4], rdw[4 * 64], rdb[4], dzdv[64];
     for (int i = 0; i < 4; i++) rdtau[i] = rdb[i] = 0.5;
     for (int i = 0; i < 4 * 64; i++) rdw[i] = -0.5;
     for (int b = 0; b < B; b++)
@@ -475,8 +479,7 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d) {
                         a += (double)dvg[row * C + h * d + e] * vr[e];
                     }
                     dz = a * gv * (1 - gv);
-                    for (int e = 0; e < d; e++)
-                        o[e] = gv * dvg[row * C + h * d + e] + dz * dzdv[e];
+                    for (int e = 0; e < d; e++) o[e] = gv * dvg[row * C + h * d + e] + dz * dzdv[e];
                 } else {
                     dz = dlb[gi] * (1 - gv);
                     for (int e = 0; e < d; e++)
@@ -491,8 +494,8 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d) {
             }
     char ctx[96];
     snprintf(ctx, sizeof ctx, "%s gate, %s slot, B=%d T=%d H=%d d=%d",
-             kind == GATE_NORM ? "norm" : "proj", slot == SLOT_VALUE ? "value" : "routing", B, T,
-             H, d);
+             kind == GATE_NORM ? "norm" : "proj", slot == SLOT_VALUE ? "value" : "routing", B, T, H,
+             d);
     compare("g", ctx, g, rg, BHT);
     real *tmp = xcalloc(BT * C, sizeof(real));
     if (slot == SLOT_VALUE) {
@@ -529,7 +532,8 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d) {
         for (int i = 0; i < 4 * 64; i++) dw[i] = 0;
         op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db, dvg, dlb, v, 3 * C, g, &p, B, T, H, d);
         if (rep == 0) {
-            memcpy(dtau1, dtau, sizeof dtau), memcpy(dw1, dw, sizeof dw), memcpy(db1, db, sizeof db);
+            memcpy(dtau1, dtau, sizeof dtau), memcpy(dw1, dw, sizeof dw),
+                memcpy(db1, db, sizeof db);
         }
     }
     omp_set_num_threads(nthr);
@@ -589,7 +593,7 @@ static void test_lemma31(int kind, int T, int d) {
     op_attention_fwd(orr, lse, u.qkv, u.qkv + C, u.qkv + 2 * C, &a);
 
     Ref r = {B, T, H, d, 0, NULL, NULL};
-    double *prow = xcalloc(T + 1, 8), *want = xcalloc(BT * C, 8);
+    double *prow = xcalloc(T + 1, sizeof(double)), *want = xcalloc(BT * C, sizeof(double));
     double minz = 1;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)

@@ -22,8 +22,6 @@
  * slices, dc_h over the batch, goes through per-(b,h) partials in a scratch
  * array added in a fixed order after the parallel loop: the result is bitwise
  * the same for any number of threads. */
-#include <omp.h>
-
 #include "attention_tile.h"
 #include "ops.h"
 
@@ -32,7 +30,6 @@ typedef struct {
     real *s, *dp;  /* [ATT_BQ][ATT_BK]: scores -> P, dP -> dS */
     real *dk, *dv; /* [ATT_BK][d] tile accumulators */
     real *dlb;     /* [ATT_BK] column sums of dS */
-    real *lbt;     /* [ATT_BK] the tile's log-bias, 0 past the end */
     real *D;       /* [T] */
 } BwdScratch;
 
@@ -44,8 +41,15 @@ static double bwd_slice(real *dq, real *dk, real *dv, real *dlb_out, const real 
                         int T, int d, BwdScratch *w) {
     const real scale = 1 / ASQRT((real)d);
     double dc = 0;
+    att_prefetch_rows(k, ks, T < ATT_BK ? T : ATT_BK, d, 0); /* first key tile */
+    att_prefetch_rows(v, vs, T < ATT_BK ? T : ATT_BK, d, 0);
     for (int t = 0; t < T; t++) {
         const real *g = dout + (long)t * os, *o = out + (long)t * os;
+        if (t + 8 < T) { /* the first key tile then finds q, dO, dq in cache */
+            att_prefetch_rows(g + 8 * os, os, 1, d, 0);
+            att_prefetch_rows(o + 8 * os, os, 1, d, 0);
+            att_prefetch_rows(q + (long)(t + 8) * qs, qs, 1, d, 0);
+        }
         double acc = 0;
 #pragma omp simd reduction(+ : acc)
         for (int e = 0; e < d; e++) acc += (double)g[e] * (double)o[e];
@@ -56,27 +60,36 @@ static double bwd_slice(real *dq, real *dk, real *dv, real *dlb_out, const real 
 
     for (int j0 = 0; j0 < T; j0 += ATT_BK) {
         const int nk = T - j0 < ATT_BK ? T - j0 : ATT_BK;
-        att_transpose_tile(w->kt, ATT_BK, k + (long)j0 * ks, ks, nk, d);
-        for (long e = 0; e < (long)d * ATT_BK; e++) w->kt[e] *= scale;
-        att_transpose_tile(w->vt, ATT_BK, v + (long)j0 * vs, vs, nk, d);
+        att_transpose_tile(w->kt, ATT_BK, k + (long)j0 * ks, ks, nk, d, scale);
+        att_transpose_tile(w->vt, ATT_BK, v + (long)j0 * vs, vs, nk, d, 1);
         memset(w->dk, 0, sizeof(real) * ATT_BK * (size_t)d);
         memset(w->dv, 0, sizeof(real) * ATT_BK * (size_t)d);
         memset(w->dlb, 0, sizeof(real) * ATT_BK);
-        for (int j = 0; j < ATT_BK; j++) w->lbt[j] = lb && j < nk ? lb[j0 + j] : 0;
+        att_prefetch_rows(dk + (long)j0 * ks, ks, nk, d, 1); /* written after the tile */
+        att_prefetch_rows(dv + (long)j0 * vs, vs, nk, d, 1);
+        if (j0 + ATT_BK < T) { /* transposed at the next tile */
+            const int nn = T - j0 - ATT_BK < ATT_BK ? T - j0 - ATT_BK : ATT_BK;
+            att_prefetch_rows(k + (long)(j0 + ATT_BK) * ks, ks, nn, d, 0);
+            att_prefetch_rows(v + (long)(j0 + ATT_BK) * vs, vs, nn, d, 0);
+        }
 
         /* Query blocks that hold a query i >= j0 (causal: i < j0 sees nothing). */
         for (int i0 = j0 / ATT_BQ * ATT_BQ; i0 < T; i0 += ATT_BQ) {
             const int nq = T - i0 < ATT_BQ ? T - i0 : ATT_BQ;
             const real *qb = q + (long)i0 * qs, *gb = dout + (long)i0 * os;
-            att_gemm_n(w->s, ATT_BK, nq, ATT_BK, qb, qs, 1, w->kt, ATT_BK, d, 0);
-            att_gemm_n(w->dp, ATT_BK, nq, ATT_BK, gb, os, 1, w->vt, ATT_BK, d, 0);
+            att_gemm_n(w->s, ATT_BK, nq, nk, qb, qs, 1, w->kt, ATT_BK, d, 0);
+            att_gemm_n(w->dp, ATT_BK, nq, nk, gb, os, 1, w->vt, ATT_BK, d, 0);
             for (int r = 0; r < nq; r++) {
                 real *sr = w->s + (long)r * ATT_BK, *dr = w->dp + (long)r * ATT_BK;
                 const int ncol = i0 + r - j0 + 1; /* causal: row r sees tile columns < ncol */
                 const real L = lse[i0 + r], Di = w->D[i0 + r];
+                const int nv = ncol < nk ? ncol : nk;
+                if (lb)
 #pragma omp simd
-                for (int j = 0; j < ATT_BK; j++) {
-                    const real p = AVEXP(j < ncol ? sr[j] + w->lbt[j] - L : -INFINITY);
+                    for (int j = 0; j < nv; j++) sr[j] += lb[j0 + j];
+#pragma omp simd
+                for (int j = 0; j < nk; j++) { /* masked columns: exp(-inf) = 0 */
+                    const real p = AVEXP(j < ncol ? sr[j] - L : -INFINITY);
                     sr[j] = p;
                     dr[j] = p * (dr[j] - Di);
                 }
@@ -85,18 +98,19 @@ static double bwd_slice(real *dq, real *dk, real *dv, real *dlb_out, const real 
                 for (int r = 0; r < nq; r++) {
                     const real *dr = w->dp + (long)r * ATT_BK;
 #pragma omp simd
-                    for (int j = 0; j < ATT_BK; j++) w->dlb[j] += dr[j];
+                    for (int j = 0; j < nk; j++) w->dlb[j] += dr[j];
                 }
             /* dV_tile += P^T dO_blk and dK_tile += dS^T Q_blk (P read transposed) */
             att_gemm_n(w->dv, d, nk, d, w->s, 1, ATT_BK, gb, os, nq, 1);
             att_gemm_n(w->dk, d, nk, d, w->dp, 1, ATT_BK, qb, qs, nq, 1);
             /* dq_blk += dS K_tile (scaled once at the end) */
-            att_gemm_n(dq + (long)i0 * qs, qs, nq, d, w->dp, ATT_BK, 1, k + (long)j0 * ks, ks,
-                       nk, 1);
+            att_gemm_n(dq + (long)i0 * qs, qs, nq, d, w->dp, ATT_BK, 1, k + (long)j0 * ks, ks, nk,
+                       1);
         }
         for (int j = 0; j < nk; j++) {
             real *dkr = dk + (long)(j0 + j) * ks, *dvr = dv + (long)(j0 + j) * vs;
             const real *ak = w->dk + (long)j * d, *av = w->dv + (long)j * d;
+#pragma omp simd
             for (int e = 0; e < d; e++) {
                 dkr[e] = ak[e] * scale;
                 dvr[e] = av[e];
@@ -106,29 +120,29 @@ static double bwd_slice(real *dq, real *dk, real *dv, real *dlb_out, const real 
     }
     for (int t = 0; t < T; t++) {
         real *r = dq + (long)t * qs;
+#pragma omp simd
         for (int e = 0; e < d; e++) r[e] *= scale;
     }
     return dc;
 }
 
-void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
-                      const real *dout, const real *q, const real *k, const real *v,
-                      const real *out, const real *lse, const AttnArgs *a) {
+void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, const real *dout,
+                      const real *q, const real *k, const real *v, const real *out, const real *lse,
+                      const AttnArgs *a) {
     const int B = a->B, T = a->T, H = a->H, d = a->d;
     const int want_dc = a->phantom && a->sink && dsink;
-    double *dc = want_dc ? att_alloc(sizeof(double) * (size_t)B * H) : NULL;
+    double *dc = want_dc ? att_alloc(sizeof(double) * (size_t)B * H, 1) : NULL;
 #pragma omp parallel if (att_worth_threads(B, H, T, d))
     {
         BwdScratch w;
-        w.kt = att_alloc(sizeof(real) * (size_t)d * ATT_BK);
-        w.vt = att_alloc(sizeof(real) * (size_t)d * ATT_BK);
-        w.s = att_alloc(sizeof(real) * ATT_BQ * ATT_BK);
-        w.dp = att_alloc(sizeof(real) * ATT_BQ * ATT_BK);
-        w.dk = att_alloc(sizeof(real) * ATT_BK * (size_t)d);
-        w.dv = att_alloc(sizeof(real) * ATT_BK * (size_t)d);
-        w.dlb = att_alloc(sizeof(real) * ATT_BK);
-        w.lbt = att_alloc(sizeof(real) * ATT_BK);
-        w.D = att_alloc(sizeof(real) * (size_t)T);
+        w.kt = att_alloc(sizeof(real) * (size_t)d * ATT_BK, 1);
+        w.vt = att_alloc(sizeof(real) * (size_t)d * ATT_BK, 1);
+        w.s = att_alloc(sizeof(real) * ATT_BQ * ATT_BK, 1);
+        w.dp = att_alloc(sizeof(real) * ATT_BQ * ATT_BK, 1);
+        w.dk = att_alloc(sizeof(real) * ATT_BK * (size_t)d, 1);
+        w.dv = att_alloc(sizeof(real) * ATT_BK * (size_t)d, 1);
+        w.dlb = att_alloc(sizeof(real) * ATT_BK, 1);
+        w.D = att_alloc(sizeof(real) * (size_t)T, 1);
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
             const int b = bh / H, h = bh % H;
@@ -138,10 +152,9 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
                 dq + row0 * a->q_stride + ho, dk + row0 * a->k_stride + ho,
                 dv + row0 * a->v_stride + ho, dlogbias ? dlogbias + (long)bh * T : NULL,
                 dout + row0 * a->o_stride + ho, a->o_stride, q + row0 * a->q_stride + ho,
-                a->q_stride, k + row0 * a->k_stride + ho, a->k_stride,
-                v + row0 * a->v_stride + ho, a->v_stride, out + row0 * a->o_stride + ho,
-                lse + (long)bh * T, a->logbias ? a->logbias + (long)bh * T : NULL, c, want_dc,
-                T, d, &w);
+                a->q_stride, k + row0 * a->k_stride + ho, a->k_stride, v + row0 * a->v_stride + ho,
+                a->v_stride, out + row0 * a->o_stride + ho, lse + (long)bh * T,
+                a->logbias ? a->logbias + (long)bh * T : NULL, c, want_dc, T, d, &w);
             if (want_dc) dc[bh] = part;
         }
         free(w.kt);
@@ -151,7 +164,6 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
         free(w.dk);
         free(w.dv);
         free(w.dlb);
-        free(w.lbt);
         free(w.D);
     }
     if (want_dc) {

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "blas_threads.h"
 #include "cpu_common.h"
 #include "ops.h"
 
@@ -27,6 +28,7 @@ double op_classifier(real *losses, real *dx, real *dwte, const real *x,
                      const real *wte, const int32_t *targets, int N, int C,
                      int V, int Vp, real dscale) {
     (void)Vp;
+    blas_threads_sync(N < CLS_CHUNK ? N : CLS_CHUNK, V, C);
     int rows = N < CLS_CHUNK ? N : CLS_CHUNK;
     real *z = malloc((size_t)rows * V * sizeof(real));
     double total = 0;
@@ -38,18 +40,25 @@ double op_classifier(real *losses, real *dx, real *dwte, const real *x,
 #pragma omp parallel for schedule(static) reduction(+ : chunk)
         for (int i = 0; i < n; i++) {
             real *zi = z + (size_t)i * V;
-            real mx = zi[0];
-            for (int j = 1; j < V; j++) mx = zi[j] > mx ? zi[j] : mx;
-            double s = 0;
-            for (int j = 0; j < V; j++) s += REXP(zi[j] - mx);
             int y = targets[r0 + i];
-            double lse = (double)mx + log(s);
-            double li = lse - (double)zi[y];
+            real mx = zi[0];
+#pragma omp simd reduction(max : mx)
+            for (int j = 0; j < V; j++) mx = zi[j] > mx ? zi[j] : mx;
+            double zy = (double)zi[y], s = 0;
+            /* exponentials are computed once and kept for the gradient */
+#pragma omp simd reduction(+ : s)
+            for (int j = 0; j < V; j++) {
+                real e = REXP(zi[j] - mx);
+                zi[j] = e;
+                s += (double)e;
+            }
+            double li = (double)mx + log(s) - zy;
             if (losses) losses[r0 + i] = (real)li;
             chunk += li;
             if (dx || dwte) {
-                real inv = (real)(1.0 / s);
-                for (int j = 0; j < V; j++) zi[j] = dscale * REXP(zi[j] - mx) * inv;
+                real f = (real)(dscale / s);
+#pragma omp simd
+                for (int j = 0; j < V; j++) zi[j] *= f;
                 zi[y] -= dscale;
             }
         }
@@ -69,5 +78,6 @@ double op_classifier(real *losses, real *dx, real *dwte, const real *x,
 }
 
 void op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp) {
+    blas_threads_sync(N, Vp, C);
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, Vp, C, 1, x, C, wte, C, 0, logits, Vp);
 }

@@ -18,8 +18,6 @@
  * The parameter gradients sum over (b,t).  Each (b,h) slice sums its own
  * rows into a double partial, and the partials are added over b in a fixed
  * order afterwards: the result is the same for every thread count. */
-#include <omp.h>
-
 #include "attention_tile.h"
 #include "ops.h"
 
@@ -57,8 +55,8 @@ static inline real gate_z(const real *v, int d, int h, const GateParams *p, real
     return acc + p->b[h];
 }
 
-void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int v_stride,
-                 const GateParams *p, int B, int T, int H, int d) {
+void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int v_stride, const GateParams *p,
+                 int B, int T, int H, int d) {
     const long HD = (long)H * d;
 #pragma omp parallel for schedule(static) if ((long)B * T * H * d >= GATE_PAR_MIN)
     for (long bt = 0; bt < (long)B * T; bt++) {
@@ -98,7 +96,7 @@ void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db, const 
     }
     /* per (b,h): [0] dtau or db, [1..d] dw */
     const int np = d + 1;
-    double *part = att_alloc(sizeof(double) * (size_t)B * H * np);
+    double *part = att_alloc(sizeof(double) * (size_t)B * H * np, 1);
     const real rsd = 1 / ASQRT((real)d);
 #pragma omp parallel for schedule(static) if ((long)B * T * H * d >= GATE_PAR_MIN)
     for (int bh = 0; bh < B * H; bh++) {

@@ -3,6 +3,7 @@
  * not; no copies, no transposes in memory. */
 #include <cblas.h>
 
+#include "blas_threads.h"
 #include "ops.h"
 
 #ifdef SG_DOUBLE
@@ -13,12 +14,14 @@
 
 /* out[M,N] = inp[M,K] W[N,K]^T */
 void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N) {
+    blas_threads_sync(M, N, K);
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, inp, K, w, K, 0, out, N);
 }
 
 /* dinp = dout W ;  dW += dout^T inp */
 void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
                    const real *w, int M, int K, int N) {
+    blas_threads_sync(M, N, K);
     if (dinp) GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1, dout, N, w, K, 0, dinp, K);
     if (dw) GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1, dout, N, inp, K, 1, dw, K);
 }

@@ -1,0 +1,44 @@
+/* Where a training step's time goes, by op category, for `make bench`.
+ * Off by default; when off, PROF costs one predictable branch per op call. */
+#ifndef SG_PROFILE_H
+#define SG_PROFILE_H
+
+#include <time.h>
+
+typedef enum {
+    PROF_MATMUL,     /* linear layers, forward and backward (BLAS) */
+    PROF_ATTENTION,  /* the fused attention op, forward and backward */
+    PROF_GATE,       /* value gates, forward and backward */
+    PROF_CLASSIFIER, /* LM head GEMMs + softmax + cross-entropy, fused */
+    PROF_LAYERNORM,
+    PROF_POINTWISE,  /* GELU, residual adds */
+    PROF_EMBED,
+    PROF_OPTIMIZER,  /* grad norm + AdamW */
+    PROF_N
+} ProfCat;
+
+extern int prof_on;
+extern double prof_secs[PROF_N];
+extern double prof_flops[PROF_N];
+const char *prof_name(ProfCat c);
+void prof_reset(void);
+
+static inline double prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define PROF(cat, flops, call)                               \
+    do {                                                     \
+        if (prof_on) {                                       \
+            double prof_t0_ = prof_now();                    \
+            call;                                            \
+            prof_secs[cat] += prof_now() - prof_t0_;         \
+            prof_flops[cat] += (double)(flops);              \
+        } else {                                             \
+            call;                                            \
+        }                                                    \
+    } while (0)
+
+#endif

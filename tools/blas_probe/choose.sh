@@ -1,0 +1,30 @@
+#!/bin/sh
+# Picks the BLAS for `make` (BLAS=auto) by measurement: builds probe.c
+# against each installed candidate, runs it, and prints the fastest one's
+# name.  The figures are kept in $1/blas-probe.txt and the choice in
+# $1/blas.choice, so the probe runs once per build directory.  The
+# environment counts (OPENBLAS_CORETYPE, OMP_NUM_THREADS), as it will when
+# training.
+B=$1; CC=${CC:-cc}; PKG=${PKG_CONFIG:-pkg-config}
+mkdir -p "$B"
+dir=$(cd "$(dirname "$0")" && pwd)
+best=""; bestv=0
+: >"$B/blas-probe.txt"
+try() { # name, flags...
+    name=$1; shift
+    "$CC" -O2 -fopenmp "$dir/probe.c" "$@" -o "$B/blas-probe-$name" 2>/dev/null || return
+    v=$("$B/blas-probe-$name" 2>/dev/null) || return
+    echo "$name $v GFLOP/s" >>"$B/blas-probe.txt"
+    if awk -v a="$v" -v b="$bestv" 'BEGIN { exit !(a > b) }'; then best=$name; bestv=$v; fi
+}
+if $PKG --exists openblas 2>/dev/null; then
+    try openblas $($PKG --cflags --libs openblas)
+fi
+blis=$(ls -d /usr/include/*/blis-openmp /usr/include/blis 2>/dev/null | head -n 1)
+if [ -n "$blis" ]; then
+    lib=$(echo "$blis" | sed 's/include/lib/')
+    try blis -DSG_BLAS_BLIS -isystem "$blis" -L"$lib" -Wl,-rpath,"$lib" -lblis
+fi
+[ -n "$best" ] || best=cblas
+echo "$best" >"$B/blas.choice"
+echo "$best"
