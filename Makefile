@@ -5,8 +5,8 @@
 #   make bench      CPU benchmarks (figures for docs/performance.md)
 #
 # Dependencies are found with pkg-config or a compile probe, never fixed paths:
-#   BLAS   BLAS=auto|openblas|blis|cblas   (auto: first found, in that order;
-#                                           `make bench` measures each one present)
+#   BLAS   BLAS=auto|openblas|blis|mkl|cblas (auto: the fastest installed, by measurement;
+#          MKL comes from PyPI's wheels into build/deps/mkl: tools/fetch-mkl.sh)
 #   libyaml (yaml-0.1)
 
 CC      ?= cc
@@ -28,8 +28,9 @@ BLAS ?= auto
 # generic kernels unless OPENBLAS_CORETYPE names the core: the probe sees
 # exactly what training will.
 blis_dir := $(firstword $(wildcard /usr/include/*/blis-openmp /usr/include/blis))
+MKL_DIR  ?= build/deps/mkl
 ifeq ($(BLAS),auto)
-  BLAS := $(shell cat $(B)/blas.choice 2>/dev/null || CC=$(CC) PKG_CONFIG=$(PKG_CONFIG) sh tools/blas_probe/choose.sh $(B))
+  BLAS := $(shell cat $(B)/blas.choice 2>/dev/null || CC=$(CC) PKG_CONFIG=$(PKG_CONFIG) MKL_DIR=$(MKL_DIR) sh tools/blas_probe/choose.sh $(B))
 endif
 ifeq ($(BLAS),openblas)
   BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas)
@@ -37,10 +38,13 @@ ifeq ($(BLAS),openblas)
 else ifeq ($(BLAS),blis)
   BLAS_CFLAGS := -isystem $(blis_dir) -DSG_BLAS_BLIS
   BLAS_LIBS   := -L$(subst include,lib,$(blis_dir)) -Wl,-rpath,$(subst include,lib,$(blis_dir)) -lblis
+else ifeq ($(BLAS),mkl)
+  BLAS_CFLAGS := -isystem $(MKL_DIR)/include -DSG_BLAS_MKL
+  BLAS_LIBS   := -L$(abspath $(MKL_DIR)/lib) -Wl,-rpath,$(abspath $(MKL_DIR)/lib) -lmkl_intel_lp64 -lmkl_gnu_thread -lmkl_core -lm -ldl -lpthread
 else ifeq ($(BLAS),cblas)
   BLAS_LIBS   := -lcblas -lblas
 else
-  $(error BLAS=$(BLAS): expected auto, openblas, blis or cblas)
+  $(error BLAS=$(BLAS): expected auto, openblas, blis, mkl or cblas)
 endif
 CFLAGS += $(BLAS_CFLAGS) -DSG_BLAS_NAME=\"$(BLAS)\"
 LDLIBS += $(BLAS_LIBS)
@@ -83,19 +87,26 @@ BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all test test-fast test-san bench fixtures clean
+# Objects depend on the BLAS they were compiled for: switching BLAS (or a
+# new probe result) rebuilds everything.
+STAMP := $(B)/.blas-$(BLAS)
+$(STAMP):
+	@mkdir -p $(B); rm -f $(B)/.blas-*; touch $@
+
+.PHONY: all test test-fast bench fixtures clean
+.PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o
 all: $(B)/sgtrain $(TOOLS)
 
-$(B)/f/%.o: %.c
+$(B)/f/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
-$(B)/d/%.o: %.c
+$(B)/d/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DSG_DOUBLE -c $< -o $@
-$(B)/s/%.o: %.c
+$(B)/s/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
-$(B)/sd/%.o: %.c
+$(B)/sd/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -DSG_DOUBLE -c $< -o $@
 
@@ -144,7 +155,7 @@ bench: all $(BENCHES)
 fixtures:
 	python3 tests/twin/make_fixtures.py tests/fixtures
 
-clean:
-	rm -rf $(B)
+clean:  # keeps build/deps (downloaded libraries)
+	find $(B) -mindepth 1 -maxdepth 1 ! -name deps -exec rm -rf {} +
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -124,6 +124,12 @@ printf 'lr: [1, 2]\n' >"$W/bad2.yaml"
 expect 2 "bad2.yaml:1:5" -- "$SG" train --config "$W/bad2.yaml" --data "$D" --out "$W/x"
 check "[ ! -e $W/x ]" "rejected runs create no run directory"
 
+# --- sgsynth's own inputs ------------------------------------------------
+expect 2 "unknown flag '--vocb'" -- "$SYN" --out "$W/y" --vocb 10
+expect 2 "vocab" -- "$SYN" --out "$W/y" --vocab 3
+expect 2 "non-negative integer, got '-5'" -- "$SYN" --out "$W/y" --seed -5
+check "[ ! -e $W/y ]" "rejected sgsynth calls write nothing"
+
 # --- bad data -------------------------------------------------------------
 expect 2 "nowhere" -- "$SG" train --tier test --data "$W/nowhere" --out "$W/x"
 mkdir -p "$W/d_trunc" && cp "$D"/*.bin "$W/d_trunc/"

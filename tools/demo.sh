@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: a paired comparison on the CPU.  Builds sgtrain, writes a
-# synthetic corpus (until the tokenizer lands, see docs/data.md), trains the
+# synthetic corpus (until the tokenizer lands: see sgsynth), trains the
 # baseline and combo2 arms on the cpu-tiny tier with the same seed, and
 # prints both final validation losses and their paired difference.
 #   DEMO_ITERS=300 DEMO_ARMS="baseline combo2" DEMO_SEED=0 bash tools/demo.sh

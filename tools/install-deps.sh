@@ -6,14 +6,17 @@
 #   libopenblas-openmp-dev       the CPU BLAS (OpenMP build: one thread pool with ours)
 #   libblis-openmp-dev           the alternative BLAS `make bench` measures against
 #   libyaml-dev libjson-c-dev zlib1g-dev   config/sweep YAML, safetensors headers, checkpoint CRCs
-#   python3                      the export check in the end-to-end tests
+#   python3 python3-pip          the export check in the end-to-end tests; fetching MKL
+# and then, unless SG_NO_MKL=1, Intel oneMKL from PyPI into build/deps/mkl
+# (tools/fetch-mkl.sh): `make` links whichever BLAS measures fastest.
 set -eu
-pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev python3"
+pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev python3 python3-pip"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+fetch_mkl() { bash "$(dirname "$0")/fetch-mkl.sh"; }
+[ -z "$missing" ] && { fetch_mkl; exit 0; }
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null; then SUDO=sudo; else
@@ -25,3 +28,4 @@ echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fetch_mkl

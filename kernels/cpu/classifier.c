@@ -8,13 +8,13 @@
  * kept for the GPU's alignment) never enter the softmax or the loss.
  *   loss_i   = logsumexp(z_i) - z_i[y_i]
  *   dz_ij    = dscale (softmax(z_i)_j - [j == y_i])  */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 
-#include "blas_threads.h"
+#include "blas.h"
 #include "cpu_common.h"
 #include "ops.h"
+#include "vexp.h"
 
 #ifdef SG_DOUBLE
 #define GEMM cblas_dgemm
@@ -22,7 +22,7 @@
 #define GEMM cblas_sgemm
 #endif
 
-#define CLS_CHUNK 256
+#define CLS_CHUNK 128
 
 double op_classifier(real *losses, real *dx, real *dwte, const real *x,
                      const real *wte, const int32_t *targets, int N, int C,
@@ -48,7 +48,7 @@ double op_classifier(real *losses, real *dx, real *dwte, const real *x,
             /* exponentials are computed once and kept for the gradient */
 #pragma omp simd reduction(+ : s)
             for (int j = 0; j < V; j++) {
-                real e = REXP(zi[j] - mx);
+                real e = AVEXP(zi[j] - mx);
                 zi[j] = e;
                 s += (double)e;
             }

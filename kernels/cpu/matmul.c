@@ -1,9 +1,8 @@
 /* Linear layers through the CPU BLAS.  W is stored [out, in] (PyTorch's
  * Linear layout), so every product is a row-major GEMM with W transposed or
  * not; no copies, no transposes in memory. */
-#include <cblas.h>
 
-#include "blas_threads.h"
+#include "blas.h"
 #include "ops.h"
 
 #ifdef SG_DOUBLE

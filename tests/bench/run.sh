@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the CPU benchmarks behind docs/performance.md, in one run so
 # that ratios are comparable.
-#  1. bench_train with every BLAS found (OpenBLAS, BLIS): sgemm peak, tokens/s
+#  1. bench_train with every BLAS found (OpenBLAS, BLIS, MKL): sgemm peak, tokens/s
 #     of a full training step per arm on the cpu-tiny and 10M shapes, time
 #     split by op category.  The BLAS the Makefile picks by default is the
 #     one that wins here.
@@ -14,9 +14,10 @@ OUT=${OUT:-$B/bench-results}
 mkdir -p "$OUT"
 SHAPE=${BENCH_SHAPE:-all}
 blis_dir=$(ls -d /usr/include/*/blis-openmp 2>/dev/null | head -n 1)
-for blas in openblas blis; do
+for blas in ${BENCH_BLAS:-openblas blis mkl}; do
     [ "$blas" = blis ] && [ -z "$blis_dir" ] && { echo "(BLIS not installed: skipped)"; continue; }
-    bdir=$B; [ "$blas" != openblas ] && bdir=$B/blas-$blas
+    [ "$blas" = mkl ] && [ ! -f build/deps/mkl/include/mkl_cblas.h ] && { echo "(MKL not fetched: skipped; bash tools/fetch-mkl.sh)"; continue; }
+    bdir=$B/blas-$blas
     make -s BLAS=$blas B="$bdir" "$bdir/bench/bench_train" >/dev/null || exit 1
     echo "=== $blas ==="
     "$bdir/bench/bench_train" --shape "$SHAPE" --json "$OUT/train-$blas.json" | tee "$OUT/train-$blas.txt"

@@ -25,6 +25,11 @@ if [ -n "$blis" ]; then
     lib=$(echo "$blis" | sed 's/include/lib/')
     try blis -DSG_BLAS_BLIS -isystem "$blis" -L"$lib" -Wl,-rpath,"$lib" -lblis
 fi
+mkl=${MKL_DIR:-build/deps/mkl}
+if [ -f "$mkl/include/mkl_cblas.h" ]; then
+    lib=$(cd "$mkl/lib" && pwd)
+    try mkl -DSG_BLAS_MKL -isystem "$mkl/include" -L"$lib" -Wl,-rpath,"$lib" -lmkl_intel_lp64 -lmkl_gnu_thread -lmkl_core -lm -ldl -lpthread
+fi
 [ -n "$best" ] || best=cblas
 echo "$best" >"$B/blas.choice"
 echo "$best"

@@ -2,7 +2,11 @@
  * tier's QKV projection and the LM head's chunks) and prints GFLOP/s, best
  * of a few repetitions.  Built once per candidate BLAS by choose.sh so that
  * `make` links the fastest one on this machine, under this environment. */
+#ifdef SG_BLAS_MKL
+#include <mkl_cblas.h>
+#else
 #include <cblas.h>
+#endif
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
