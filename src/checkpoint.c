@@ -1,4 +1,5 @@
 #include "checkpoint.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -28,15 +29,6 @@ enum {
 };
 _Static_assert(OFF_CONFIG_LEN + 8 == CKPT_FIXED_BYTES, "header layout");
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static const char *precision_name(uint32_t elem) {
     return elem == 4 ? "float32" : elem == 8 ? "float64" : "unknown";
@@ -63,9 +55,9 @@ int ckpt_save(const char *path, const CkptMeta *meta, const real *params, const 
               const real *v, char *err, size_t errlen) {
     size_t arm_len = strnlen(meta->arm, sizeof meta->arm);
     if (arm_len >= sizeof meta->arm)
-        return fail(err, errlen, "%s: arm name longer than 63 characters", path);
+        return sg_fail(err, errlen, "%s: arm name longer than 63 characters", path);
     if (meta->config_len && !meta->config_yaml)
-        return fail(err, errlen, "%s: config_len %zu but no config text", path, meta->config_len);
+        return sg_fail(err, errlen, "%s: config_len %zu but no config text", path, meta->config_len);
     uint8_t h[CKPT_FIXED_BYTES];
     memset(h, 0, sizeof h);
     memcpy(h + OFF_MAGIC, CKPT_MAGIC, 8);
@@ -109,31 +101,31 @@ static FILE *open_checked(const char *path, CkptMeta *meta, uint8_t h[CKPT_FIXED
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        fail(err, errlen, "%s: cannot open checkpoint: %s", path, strerror(e));
+        sg_fail(err, errlen, "%s: cannot open checkpoint: %s", path, strerror(e));
         return NULL;
     }
     const uint64_t min_size = CKPT_FIXED_BYTES + 4;
     size_t got = fread(h, 1, CKPT_FIXED_BYTES, f);
     if (got >= 8 && memcmp(h + OFF_MAGIC, CKPT_MAGIC, 8) != 0) {
-        fail(err, errlen, "%s: not a sinkgate checkpoint (it does not start with \"SGCKPT\")",
+        sg_fail(err, errlen, "%s: not a sinkgate checkpoint (it does not start with \"SGCKPT\")",
              path);
         goto bad;
     }
     if (size < min_size || got < CKPT_FIXED_BYTES) {
-        fail(err, errlen, "%s: truncated: %llu of at least %llu bytes; the checkpoint is damaged, "
+        sg_fail(err, errlen, "%s: truncated: %llu of at least %llu bytes; the checkpoint is damaged, "
              "resume from an earlier one", path, (unsigned long long)size,
              (unsigned long long)min_size);
         goto bad;
     }
     uint32_t version = get_u32le(h + OFF_VERSION);
     if (version != CKPT_VERSION) {
-        fail(err, errlen, "%s: checkpoint format version %u, this build reads %u; use the "
+        sg_fail(err, errlen, "%s: checkpoint format version %u, this build reads %u; use the "
              "sinkgate build that wrote it", path, version, CKPT_VERSION);
         goto bad;
     }
     meta->elem_size = get_u32le(h + OFF_ELEM);
     if (meta->elem_size != 4 && meta->elem_size != 8) {
-        fail(err, errlen, "%s: elem_size %u is neither 4 (float32) nor 8 (float64); the header "
+        sg_fail(err, errlen, "%s: elem_size %u is neither 4 (float32) nor 8 (float64); the header "
              "is corrupt", path, meta->elem_size);
         goto bad;
     }
@@ -141,7 +133,7 @@ static FILE *open_checked(const char *path, CkptMeta *meta, uint8_t h[CKPT_FIXED
     meta->seed = get_u64le(h + OFF_SEED);
     memcpy(meta->arm, h + OFF_ARM, 64);
     if (!memchr(meta->arm, 0, 64)) {
-        fail(err, errlen, "%s: the arm name is not NUL-terminated; the header is corrupt", path);
+        sg_fail(err, errlen, "%s: the arm name is not NUL-terminated; the header is corrupt", path);
         goto bad;
     }
     meta->n = get_u64le(h + OFF_N);
@@ -151,15 +143,15 @@ static FILE *open_checked(const char *path, CkptMeta *meta, uint8_t h[CKPT_FIXED
                              (unsigned __int128)3 * meta->n * meta->elem_size + 4;
     if (want != size) {
         if (want > size && want < ((unsigned __int128)1 << 63))
-            fail(err, errlen, "%s: truncated: %llu of %llu bytes; the checkpoint is damaged, "
+            sg_fail(err, errlen, "%s: truncated: %llu of %llu bytes; the checkpoint is damaged, "
                  "resume from an earlier one", path, (unsigned long long)size,
                  (unsigned long long)want);
         else if (want > size)
-            fail(err, errlen, "%s: header declares an impossible size (n %llu, config_len %llu); "
+            sg_fail(err, errlen, "%s: header declares an impossible size (n %llu, config_len %llu); "
                  "the header is corrupt", path, (unsigned long long)meta->n,
                  (unsigned long long)clen);
         else
-            fail(err, errlen, "%s: %llu bytes, but the header declares %llu: trailing bytes after "
+            sg_fail(err, errlen, "%s: %llu bytes, but the header declares %llu: trailing bytes after "
                  "the checksum; the file is corrupt", path, (unsigned long long)size,
                  (unsigned long long)want);
         goto bad;
@@ -176,10 +168,10 @@ bad:
 static int read_config(FILE *f, const char *path, CkptMeta *meta, char *err, size_t errlen) {
     meta->config_yaml = malloc(meta->config_len + 1);
     if (!meta->config_yaml)
-        return fail(err, errlen, "%s: out of memory for %zu bytes of config", path,
+        return sg_fail(err, errlen, "%s: out of memory for %zu bytes of config", path,
                     meta->config_len);
     if (fread(meta->config_yaml, 1, meta->config_len, f) != meta->config_len)
-        return fail(err, errlen, "%s: read error in the config text", path);
+        return sg_fail(err, errlen, "%s: read error in the config text", path);
     meta->config_yaml[meta->config_len] = 0;
     return 0;
 }
@@ -205,13 +197,13 @@ int ckpt_load(const char *path, CkptMeta *meta_out, real *params, real *m, real 
     if (!f) return -1;
     int rc = -1;
     if (meta.elem_size != sizeof(real)) {
-        fail(err, errlen, "%s: written by a %s build (%u-byte reals), this is a %s build; load "
+        sg_fail(err, errlen, "%s: written by a %s build (%u-byte reals), this is a %s build; load "
              "it with the %s build of sgtrain", path, precision_name(meta.elem_size),
              meta.elem_size, REAL_NAME, precision_name(meta.elem_size));
         goto done;
     }
     if (meta.n != n_expected) {
-        fail(err, errlen, "%s: holds %llu parameters, the model has %llu; the checkpoint was "
+        sg_fail(err, errlen, "%s: holds %llu parameters, the model has %llu; the checkpoint was "
              "written for a different model shape (check the config)", path,
              (unsigned long long)meta.n, (unsigned long long)n_expected);
         goto done;
@@ -223,18 +215,18 @@ int ckpt_load(const char *path, CkptMeta *meta_out, real *params, real *m, real 
     size_t n = (size_t)meta.n;
     for (int i = 0; i < 3; i++) {
         if (fread(arrays[i], sizeof(real), n, f) != n) {
-            fail(err, errlen, "%s: read error in the parameter data", path);
+            sg_fail(err, errlen, "%s: read error in the parameter data", path);
             goto done;
         }
         crc = crc_update(crc, arrays[i], n * sizeof(real));
     }
     uint8_t c4[4];
     if (fread(c4, 1, 4, f) != 4) {
-        fail(err, errlen, "%s: read error at the checksum", path);
+        sg_fail(err, errlen, "%s: read error at the checksum", path);
         goto done;
     }
     if (get_u32le(c4) != (uint32_t)crc) {
-        fail(err, errlen, "%s: checksum mismatch: the file is corrupt; resume from an earlier "
+        sg_fail(err, errlen, "%s: checksum mismatch: the file is corrupt; resume from an earlier "
              "checkpoint", path);
         goto done;
     }

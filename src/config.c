@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "arms.h"
+#include "errmsg.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,21 +12,6 @@
 #include <string.h>
 #include <strings.h>
 #include <yaml.h>
-
-/* ---------------------------------------------------------------- errors */
-
-/* Every error path funnels through here so a NULL or zero-length buffer is
- * always safe and truncation is silent (the start of a message matters most,
- * so messages put the key and the problem first). */
-static int seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ----------------------------------------------------------- field table */
 
@@ -169,9 +155,9 @@ static const char *known_keys(void) {
 static int unknown_key(const char *key, char *err, size_t errlen) {
     const char *s = suggest_key(key, 0);
     if (s)
-        return seterr(err, errlen, "unknown key '%s', did you mean '%s'? (known keys: %s)", key,
+        return sg_fail(err, errlen, "unknown key '%s', did you mean '%s'? (known keys: %s)", key,
                       s, known_keys());
-    return seterr(err, errlen, "unknown key '%s' (known keys: %s)", key, known_keys());
+    return sg_fail(err, errlen, "unknown key '%s' (known keys: %s)", key, known_keys());
 }
 
 /* ------------------------------------------------------------------ tiers */
@@ -220,7 +206,7 @@ static void set_str(char *dst, size_t cap, const char *src) {
 int config_from_tier(Config *c, const char *tier, char *err, size_t errlen) {
     const Tier *t = tier ? tier_find(tier) : NULL;
     if (!t)
-        return seterr(err, errlen, "unknown tier '%s' (known tiers: %s)", tier ? tier : "(null)",
+        return sg_fail(err, errlen, "unknown tier '%s' (known tiers: %s)", tier ? tier : "(null)",
                       config_tier_names());
     memset(c, 0, sizeof *c);
     set_str(c->arm, sizeof c->arm, "baseline");
@@ -359,10 +345,10 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
         int rc = parse_long(value, &v);
         if (rc == P_OK && f->type == CF_INT && (v < INT_MIN || v > INT_MAX)) rc = P_RANGE;
         if (rc == P_RANGE)
-            return seterr(err, errlen, "%s: expected %s, got '%s' (out of range)", f->key,
+            return sg_fail(err, errlen, "%s: expected %s, got '%s' (out of range)", f->key,
                           expect, value);
         if (rc != P_OK || !range_ok(r, (double)v))
-            return seterr(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
+            return sg_fail(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
         if (f->type == CF_INT)
             *FPTR(c, f, int) = (int)v;
         else
@@ -373,17 +359,17 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
         double v;
         int rc = parse_double(value, &v);
         if (rc == P_RANGE)
-            return seterr(err, errlen, "%s: expected %s, got '%s' (out of range)", f->key,
+            return sg_fail(err, errlen, "%s: expected %s, got '%s' (out of range)", f->key,
                           expect, value);
         if (rc != P_OK || !range_ok(r, v))
-            return seterr(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
+            return sg_fail(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
         *FPTR(c, f, double) = v;
         return 0;
     }
     case CF_BOOL: {
         int v;
         if (parse_bool(value, &v) != P_OK)
-            return seterr(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
+            return sg_fail(err, errlen, "%s: expected %s, got '%s'", f->key, expect, value);
         *FPTR(c, f, int) = v;
         return 0;
     }
@@ -391,10 +377,10 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
     case CF_PATH: {
         size_t cap = field_size(f), n = strlen(value);
         if (n >= cap)
-            return seterr(err, errlen, "%s: value is too long (%zu bytes, at most %zu)", f->key,
+            return sg_fail(err, errlen, "%s: value is too long (%zu bytes, at most %zu)", f->key,
                           n, cap - 1);
         if (strcmp(f->key, "arm") == 0 && !arm_find(value))
-            return seterr(err, errlen, "arm: unknown arm '%s' (known arms: %s)", value,
+            return sg_fail(err, errlen, "arm: unknown arm '%s' (known arms: %s)", value,
                           arm_names());
         if (strcmp(f->key, "tier") == 0) {
             /* Only the name is recorded here: applying a tier resets every
@@ -402,7 +388,7 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
              * effect of setting a key. */
             const Tier *t = tier_find(value);
             if (!t)
-                return seterr(err, errlen, "tier: unknown tier '%s' (known tiers: %s)", value,
+                return sg_fail(err, errlen, "tier: unknown tier '%s' (known tiers: %s)", value,
                               config_tier_names());
             value = t->name;
         }
@@ -410,7 +396,7 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
         return 0;
     }
     }
-    return seterr(err, errlen, "%s: unsupported field type", f->key);
+    return sg_fail(err, errlen, "%s: unsupported field type", f->key);
 }
 
 int config_set(Config *c, const char *key, const char *value, char *err, size_t errlen) {
@@ -438,18 +424,18 @@ static void offset_to_linecol(const char *text, size_t len, size_t off, size_t *
 static int yaml_syntax_error(const yaml_parser_t *p, const char *text, size_t len,
                              const char *name, char *err, size_t errlen) {
     const char *problem = p->problem ? p->problem : "invalid YAML";
-    if (p->error == YAML_MEMORY_ERROR) return seterr(err, errlen, "%s: out of memory", name);
+    if (p->error == YAML_MEMORY_ERROR) return sg_fail(err, errlen, "%s: out of memory", name);
     if (p->error == YAML_READER_ERROR) {
         size_t line, col;
         offset_to_linecol(text, len, p->problem_offset, &line, &col);
-        return seterr(err, errlen, "%s:%zu:%zu: %s", name, line, col, problem);
+        return sg_fail(err, errlen, "%s:%zu:%zu: %s", name, line, col, problem);
     }
     size_t line = p->problem_mark.line + 1, col = p->problem_mark.column + 1;
     if (p->context)
-        return seterr(err, errlen, "%s:%zu:%zu: %s (%s started at %zu:%zu)", name, line, col,
+        return sg_fail(err, errlen, "%s:%zu:%zu: %s (%s started at %zu:%zu)", name, line, col,
                       problem, p->context, (size_t)p->context_mark.line + 1,
                       (size_t)p->context_mark.column + 1);
-    return seterr(err, errlen, "%s:%zu:%zu: %s", name, line, col, problem);
+    return sg_fail(err, errlen, "%s:%zu:%zu: %s", name, line, col, problem);
 }
 
 static const char *event_kind(yaml_event_type_t t) {
@@ -472,7 +458,7 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
                          char *err, size_t errlen) {
     if (!name) name = "(buffer)";
     yaml_parser_t p;
-    if (!yaml_parser_initialize(&p)) return seterr(err, errlen, "%s: out of memory", name);
+    if (!yaml_parser_initialize(&p)) return sg_fail(err, errlen, "%s: out of memory", name);
     yaml_parser_set_input_string(&p, (const unsigned char *)(text ? text : ""), text ? len : 0);
 
     enum { TOP, KEY, VALUE, DONE } state = TOP;
@@ -496,7 +482,7 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
             /* nothing */
         } else if (t == YAML_DOCUMENT_START_EVENT) {
             if (++ndocs > 1)
-                rc = seterr(err, errlen, "%s:%zu:%zu: only one YAML document is allowed", name,
+                rc = sg_fail(err, errlen, "%s:%zu:%zu: only one YAML document is allowed", name,
                             line, col);
         } else if (state == TOP) {
             if (t == YAML_MAPPING_START_EVENT)
@@ -504,27 +490,27 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
             else if (t == YAML_SCALAR_EVENT && is_null_scalar(&ev))
                 state = DONE; /* "---" alone: an empty document changes nothing */
             else
-                rc = seterr(err, errlen, "%s:%zu:%zu: expected a mapping of key: value, got %s",
+                rc = sg_fail(err, errlen, "%s:%zu:%zu: expected a mapping of key: value, got %s",
                             name, line, col, event_kind(t));
         } else if (state == KEY) {
             if (t == YAML_MAPPING_END_EVENT) {
                 state = DONE;
             } else if (t != YAML_SCALAR_EVENT) {
-                rc = seterr(err, errlen, "%s:%zu:%zu: keys must be scalars, got %s", name, line,
+                rc = sg_fail(err, errlen, "%s:%zu:%zu: keys must be scalars, got %s", name, line,
                             col, event_kind(t));
             } else {
                 const char *key = (const char *)ev.data.scalar.value;
                 cur = field_index(key);
                 if (cur < 0) {
                     unknown_key(key, sub, sizeof sub);
-                    rc = seterr(err, errlen, "%s:%zu:%zu: %s", name, line, col, sub);
+                    rc = sg_fail(err, errlen, "%s:%zu:%zu: %s", name, line, col, sub);
                 } else if (seen_line[cur]) {
-                    rc = seterr(err, errlen, "%s:%zu:%zu: duplicate key '%s' (first at line %zu)",
+                    rc = sg_fail(err, errlen, "%s:%zu:%zu: duplicate key '%s' (first at line %zu)",
                                 name, line, col, key, seen_line[cur]);
                 } else if (cur == field_index("tier") && nkeys > 0) {
                     /* Applying a tier resets every field; after other keys it
                      * would silently discard them. */
-                    rc = seterr(err, errlen,
+                    rc = sg_fail(err, errlen,
                                 "%s:%zu:%zu: 'tier' must be the first key (it resets every "
                                 "field set before it)",
                                 name, line, col);
@@ -536,7 +522,7 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
             }
         } else if (state == VALUE) {
             if (t != YAML_SCALAR_EVENT) {
-                rc = seterr(err, errlen,
+                rc = sg_fail(err, errlen,
                             "%s:%zu:%zu: '%s' must be a scalar value, got %s (nested values "
                             "are not allowed)",
                             name, line, col, FIELDS[cur].key, event_kind(t));
@@ -546,7 +532,7 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
                             ? config_from_tier(c, v, sub, sizeof sub)
                             : set_field(c, cur, v, sub, sizeof sub);
                 if (r)
-                    rc = seterr(err, errlen, "%s:%zu:%zu: %s", name, line, col, sub);
+                    rc = sg_fail(err, errlen, "%s:%zu:%zu: %s", name, line, col, sub);
                 state = KEY;
             }
         }
@@ -559,19 +545,19 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
 
 int config_load_yaml(Config *c, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return sg_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     /* Read to EOF rather than trusting a size: works for pipes and /dev/stdin. */
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     int rc = 0;
     for (;;) {
         if (!buf) {
-            rc = seterr(err, errlen, "%s: out of memory", path);
+            rc = sg_fail(err, errlen, "%s: out of memory", path);
             break;
         }
         len += fread(buf + len, 1, cap - len, f);
         if (ferror(f)) {
-            rc = seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            rc = sg_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
             break;
         }
         if (feof(f)) break;
@@ -604,7 +590,7 @@ static const char *HELP_HINT = "run 'sgtrain train --help'";
 static int next_flag(int argc, char **argv, int *i, Flag *fl, char *err, size_t errlen) {
     const char *arg = argv[*i];
     if (strncmp(arg, "--", 2) != 0)
-        return seterr(err, errlen, "unexpected argument '%s' (options are --KEY VALUE); %s", arg,
+        return sg_fail(err, errlen, "unexpected argument '%s' (options are --KEY VALUE); %s", arg,
                       HELP_HINT);
     const char *name = arg + 2, *eq = strchr(name, '=');
     size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
@@ -632,10 +618,10 @@ static int next_flag(int argc, char **argv, int *i, Flag *fl, char *err, size_t 
             size_t k = 0;
             for (; s[k] && k + 1 < sizeof sug; k++) sug[k] = (dashes && s[k] == '_') ? '-' : s[k];
             sug[k] = 0;
-            return seterr(err, errlen, "unknown flag '--%.*s' (did you mean '--%s'?); %s",
+            return sg_fail(err, errlen, "unknown flag '--%.*s' (did you mean '--%s'?); %s",
                           (int)nlen, name, sug, HELP_HINT);
         }
-        return seterr(err, errlen, "unknown flag '--%.*s'; %s", (int)nlen, name, HELP_HINT);
+        return sg_fail(err, errlen, "unknown flag '--%.*s'; %s", (int)nlen, name, HELP_HINT);
     }
     if (eq) {
         fl->value = eq + 1;
@@ -645,7 +631,7 @@ static int next_flag(int argc, char **argv, int *i, Flag *fl, char *err, size_t 
     /* A following "--x" is taken as the next flag, not as this one's value:
      * "--out --lr 1e-3" is far more likely a forgotten value than a path. */
     if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
-        return seterr(err, errlen, "flag '%s' is missing its value (%s VALUE or %s=VALUE)", arg,
+        return sg_fail(err, errlen, "flag '%s' is missing its value (%s VALUE or %s=VALUE)", arg,
                       arg, arg);
     fl->value = argv[*i + 1];
     *i += 2;
@@ -691,20 +677,20 @@ int config_validate(const Config *c, char *err, size_t errlen) {
         else
             continue;
         if (!range_ok(RANGES[i], v) || (f->type == CF_DOUBLE && !isfinite(v)))
-            return seterr(err, errlen, "%s: expected %s, got '%.17g'", f->key,
+            return sg_fail(err, errlen, "%s: expected %s, got '%.17g'", f->key,
                           range_expect(RANGES[i], f->type), v);
     }
     if (!arm_find(c->arm))
-        return seterr(err, errlen, "arm: unknown arm '%s' (known arms: %s)", c->arm,
+        return sg_fail(err, errlen, "arm: unknown arm '%s' (known arms: %s)", c->arm,
                       arm_names());
     if (c->n_embd % c->n_head != 0)
-        return seterr(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd,
+        return sg_fail(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd,
                       c->n_head);
     if (c->warmup >= c->iters)
-        return seterr(err, errlen, "warmup %ld must be less than iters %ld", c->warmup,
+        return sg_fail(err, errlen, "warmup %ld must be less than iters %ld", c->warmup,
                       c->iters);
     if (c->lr_min > c->lr)
-        return seterr(err, errlen, "lr_min %g must not exceed lr %g", c->lr_min, c->lr);
+        return sg_fail(err, errlen, "lr_min %g must not exceed lr %g", c->lr_min, c->lr);
     return 0;
 }
 

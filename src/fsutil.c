@@ -1,4 +1,5 @@
 #include "fsutil.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,15 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
@@ -40,11 +32,11 @@ static char *parent_dir(const char *path) {
 
 int fs_fsync_parent(const char *path, char *err, size_t errlen) {
     char *dir = parent_dir(path);
-    if (!dir) return fail(err, errlen, "%s: out of memory", path);
+    if (!dir) return sg_fail(err, errlen, "%s: out of memory", path);
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
         int e = errno;
-        fail(err, errlen, "%s: cannot open directory to sync it: %s", dir, strerror(e));
+        sg_fail(err, errlen, "%s: cannot open directory to sync it: %s", dir, strerror(e));
         free(dir);
         return -1;
     }
@@ -53,7 +45,7 @@ int fs_fsync_parent(const char *path, char *err, size_t errlen) {
     int rc = 0;
     if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
         int e = errno;
-        rc = fail(err, errlen, "%s: fsync of directory failed: %s", dir, strerror(e));
+        rc = sg_fail(err, errlen, "%s: fsync of directory failed: %s", dir, strerror(e));
     }
     close(fd);
     free(dir);
@@ -69,7 +61,7 @@ int af_open(AtomicFile *a, const char *path, char *err, size_t errlen) {
         free(a->path);
         free(a->tmp); /* not created yet: nothing to unlink */
         memset(a, 0, sizeof *a);
-        return fail(err, errlen, "%s: out of memory", path);
+        return sg_fail(err, errlen, "%s: out of memory", path);
     }
     memcpy(a->tmp, path, n);
     memcpy(a->tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
@@ -78,7 +70,7 @@ int af_open(AtomicFile *a, const char *path, char *err, size_t errlen) {
     int fd = mkstemp(a->tmp);
     if (fd < 0) {
         int e = errno;
-        fail(err, errlen, "%s: cannot create temporary file %s: %s (check that the directory "
+        sg_fail(err, errlen, "%s: cannot create temporary file %s: %s (check that the directory "
              "exists and is writable)", path, a->tmp, strerror(e));
         free(a->tmp);
         a->tmp = NULL; /* nothing to unlink */
@@ -94,7 +86,7 @@ int af_open(AtomicFile *a, const char *path, char *err, size_t errlen) {
         int e = errno;
         close(fd);
         af_abort(a);
-        return fail(err, errlen, "%s: fdopen failed: %s", path, strerror(e));
+        return sg_fail(err, errlen, "%s: fdopen failed: %s", path, strerror(e));
     }
     return 0;
 }
@@ -120,7 +112,7 @@ void af_abort(AtomicFile *a) {
 int af_commit(AtomicFile *a, char *err, size_t errlen) {
     if (!a->f) {
         af_abort(a);
-        return fail(err, errlen, "internal error: af_commit on a file that is not open");
+        return sg_fail(err, errlen, "internal error: af_commit on a file that is not open");
     }
     /* ferror catches a failed fwrite whose errno is long gone; fflush and
      * fsync catch failures (disk full, quota, EFBIG) of buffered data. */
@@ -131,14 +123,14 @@ int af_commit(AtomicFile *a, char *err, size_t errlen) {
     if (fclose(a->f) != 0 && !bad) bad = 1, e = errno;
     a->f = NULL;
     if (bad) {
-        fail(err, errlen, "%s: write failed: %s (disk full or quota?); the previous file, "
+        sg_fail(err, errlen, "%s: write failed: %s (disk full or quota?); the previous file, "
              "if any, is unchanged", a->path, strerror(e));
         af_abort(a);
         return -1;
     }
     if (rename(a->tmp, a->path) != 0) {
         e = errno;
-        fail(err, errlen, "%s: cannot rename %s into place: %s", a->path, a->tmp, strerror(e));
+        sg_fail(err, errlen, "%s: cannot rename %s into place: %s", a->path, a->tmp, strerror(e));
         af_abort(a);
         return -1;
     }
@@ -157,9 +149,9 @@ int fs_write_atomic(const char *path, const void *data, size_t n, char *err, siz
 }
 
 int fs_mkdir_p(const char *dir, char *err, size_t errlen) {
-    if (!dir || !*dir) return fail(err, errlen, "mkdir: empty directory name");
+    if (!dir || !*dir) return sg_fail(err, errlen, "mkdir: empty directory name");
     char *p = dup_str(dir);
-    if (!p) return fail(err, errlen, "%s: out of memory", dir);
+    if (!p) return sg_fail(err, errlen, "%s: out of memory", dir);
     /* Create each prefix in turn; EEXIST is fine as long as it is a directory. */
     for (char *s = p + 1;; s++) {
         if (*s != '/' && *s != 0) continue;
@@ -167,13 +159,13 @@ int fs_mkdir_p(const char *dir, char *err, size_t errlen) {
         *s = 0;
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
             int e = errno;
-            fail(err, errlen, "%s: cannot create directory %s: %s", dir, p, strerror(e));
+            sg_fail(err, errlen, "%s: cannot create directory %s: %s", dir, p, strerror(e));
             free(p);
             return -1;
         }
         struct stat st;
         if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fail(err, errlen, "%s: %s exists and is not a directory", dir, p);
+            sg_fail(err, errlen, "%s: %s exists and is not a directory", dir, p);
             free(p);
             return -1;
         }
@@ -188,9 +180,9 @@ int fs_file_size(const char *path, uint64_t *size, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = errno;
-        return fail(err, errlen, "%s: %s", path, strerror(e));
+        return sg_fail(err, errlen, "%s: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
+    if (!S_ISREG(st.st_mode)) return sg_fail(err, errlen, "%s: not a regular file", path);
     *size = (uint64_t)st.st_size;
     return 0;
 }

@@ -1,4 +1,5 @@
 #include "safetensors.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,15 +22,6 @@
  * also bounds what a corrupt length field can make us parse. */
 #define ST_MAX_HEADER (100u * 1024 * 1024)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static const struct {
     const char *name;
@@ -114,24 +106,24 @@ void stw_free(StWriter *w) {
 
 int stw_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
             const void *data, int copy, char *err, size_t errlen) {
-    if (!name || !*name) return fail(err, errlen, "safetensors: empty tensor name");
+    if (!name || !*name) return sg_fail(err, errlen, "safetensors: empty tensor name");
     if (strcmp(name, "__metadata__") == 0)
-        return fail(err, errlen, "safetensors: \"__metadata__\" is reserved, not a tensor name");
+        return sg_fail(err, errlen, "safetensors: \"__metadata__\" is reserved, not a tensor name");
     if ((unsigned)dtype >= ST_NDTYPES)
-        return fail(err, errlen, "safetensors: tensor \"%s\": unknown dtype %d", name, (int)dtype);
+        return sg_fail(err, errlen, "safetensors: tensor \"%s\": unknown dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > ST_MAX_DIMS)
-        return fail(err, errlen, "safetensors: tensor \"%s\": %d dimensions, at most %d", name,
+        return sg_fail(err, errlen, "safetensors: tensor \"%s\": %d dimensions, at most %d", name,
                     ndim, ST_MAX_DIMS);
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0)
-            return fail(err, errlen, "safetensors: tensor \"%s\" added twice", name);
+            return sg_fail(err, errlen, "safetensors: tensor \"%s\" added twice", name);
     uint64_t numel;
     if (shape_numel(ndim, shape, &numel) || numel > (UINT64_MAX >> 1) / st_dtype_size(dtype))
-        return fail(err, errlen, "safetensors: tensor \"%s\": invalid shape", name);
+        return sg_fail(err, errlen, "safetensors: tensor \"%s\": invalid shape", name);
     if (w->n == w->cap) {
         int cap = w->cap ? 2 * w->cap : 16;
         WTensor *t = realloc(w->t, (size_t)cap * sizeof *t);
-        if (!t) return fail(err, errlen, "safetensors: out of memory");
+        if (!t) return sg_fail(err, errlen, "safetensors: out of memory");
         w->t = t;
         w->cap = cap;
     }
@@ -142,11 +134,11 @@ int stw_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->nbytes = numel * st_dtype_size(dtype);
     t->data = data;
-    if (!(t->name = strdup(name))) return fail(err, errlen, "safetensors: out of memory");
+    if (!(t->name = strdup(name))) return sg_fail(err, errlen, "safetensors: out of memory");
     if (copy && t->nbytes) {
         if (!(t->owned = malloc((size_t)t->nbytes))) {
             free(t->name);
-            return fail(err, errlen, "safetensors: out of memory copying \"%s\"", name);
+            return sg_fail(err, errlen, "safetensors: out of memory copying \"%s\"", name);
         }
         memcpy(t->owned, data, (size_t)t->nbytes);
         t->data = t->owned;
@@ -159,7 +151,7 @@ int stw_add_meta(StWriter *w, const char *key, const char *value, char *err, siz
     for (int i = 0; i < w->nmeta; i++)
         if (strcmp(w->mkeys[i], key) == 0) {
             char *v = strdup(value);
-            if (!v) return fail(err, errlen, "safetensors: out of memory");
+            if (!v) return sg_fail(err, errlen, "safetensors: out of memory");
             free(w->mvals[i]);
             w->mvals[i] = v;
             return 0;
@@ -167,10 +159,10 @@ int stw_add_meta(StWriter *w, const char *key, const char *value, char *err, siz
     if (w->nmeta == w->capmeta) {
         int cap = w->capmeta ? 2 * w->capmeta : 8;
         char **k = realloc(w->mkeys, (size_t)cap * sizeof *k);
-        if (!k) return fail(err, errlen, "safetensors: out of memory");
+        if (!k) return sg_fail(err, errlen, "safetensors: out of memory");
         w->mkeys = k;
         char **v = realloc(w->mvals, (size_t)cap * sizeof *v);
-        if (!v) return fail(err, errlen, "safetensors: out of memory");
+        if (!v) return sg_fail(err, errlen, "safetensors: out of memory");
         w->mvals = v;
         w->capmeta = cap;
     }
@@ -178,7 +170,7 @@ int stw_add_meta(StWriter *w, const char *key, const char *value, char *err, siz
     if (!k || !v) {
         free(k);
         free(v);
-        return fail(err, errlen, "safetensors: out of memory");
+        return sg_fail(err, errlen, "safetensors: out of memory");
     }
     w->mkeys[w->nmeta] = k;
     w->mvals[w->nmeta] = v;
@@ -219,7 +211,7 @@ char *stw_header(const StWriter *w, size_t *len, char *err, size_t errlen) {
     char *out = malloc(padded + 1);
     if (!out) {
         json_object_put(root);
-        fail(err, errlen, "safetensors: out of memory");
+        sg_fail(err, errlen, "safetensors: out of memory");
         return NULL;
     }
     memcpy(out, s, n);
@@ -279,42 +271,42 @@ static int parse_tensor(StFile *f, const char *name, json_object *e, uint64_t da
     const char *path = f->path;
     json_object *jd, *js, *jo;
     if (json_object_get_type(e) != json_type_object)
-        return fail(err, errlen, "%s: entry \"%s\" is not an object", path, name);
+        return sg_fail(err, errlen, "%s: entry \"%s\" is not an object", path, name);
     if (!json_object_object_get_ex(e, "dtype", &jd) || json_object_get_type(jd) != json_type_string)
-        return fail(err, errlen, "%s: tensor \"%s\" has no \"dtype\" string", path, name);
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has no \"dtype\" string", path, name);
     if (!json_object_object_get_ex(e, "shape", &js) || json_object_get_type(js) != json_type_array)
-        return fail(err, errlen, "%s: tensor \"%s\" has no \"shape\" array", path, name);
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has no \"shape\" array", path, name);
     if (!json_object_object_get_ex(e, "data_offsets", &jo) ||
         json_object_get_type(jo) != json_type_array || json_object_array_length(jo) != 2)
-        return fail(err, errlen, "%s: tensor \"%s\" has no \"data_offsets\" [begin, end] pair",
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has no \"data_offsets\" [begin, end] pair",
                     path, name);
     StTensor *t = &f->tensors[f->n_tensors];
     memset(t, 0, sizeof *t);
     if (st_dtype_parse(json_object_get_string(jd), &t->dtype))
-        return fail(err, errlen, "%s: tensor \"%s\" has unknown dtype \"%s\" (known: BOOL U8 I8 "
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has unknown dtype \"%s\" (known: BOOL U8 I8 "
                     "I16 U16 F16 BF16 I32 U32 F32 F64 I64 U64)", path, name,
                     json_object_get_string(jd));
     size_t nd = json_object_array_length(js);
     if (nd > ST_MAX_DIMS)
-        return fail(err, errlen, "%s: tensor \"%s\" has %zu dimensions, this reader handles at "
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has %zu dimensions, this reader handles at "
                     "most %d", path, name, nd, ST_MAX_DIMS);
     t->ndim = (int)nd;
     for (size_t d = 0; d < nd; d++) {
         uint64_t v;
         if (get_uint(json_object_array_get_idx(js, d), &v) || v > (uint64_t)INT64_MAX)
-            return fail(err, errlen, "%s: tensor \"%s\": shape entry %zu is not a non-negative "
+            return sg_fail(err, errlen, "%s: tensor \"%s\": shape entry %zu is not a non-negative "
                         "integer", path, name, d);
         t->shape[d] = (int64_t)v;
     }
     if (get_uint(json_object_array_get_idx(jo, 0), &t->begin) ||
         get_uint(json_object_array_get_idx(jo, 1), &t->end))
-        return fail(err, errlen, "%s: tensor \"%s\": data_offsets are not non-negative integers",
+        return sg_fail(err, errlen, "%s: tensor \"%s\": data_offsets are not non-negative integers",
                     path, name);
     if (t->begin > t->end)
-        return fail(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before they "
+        return sg_fail(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before they "
                     "begin", path, name, (unsigned long long)t->begin, (unsigned long long)t->end);
     if (t->end > data_len)
-        return fail(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] run past the end "
+        return sg_fail(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] run past the end "
                     "of the data section (%llu bytes); the file is truncated or corrupt", path,
                     name, (unsigned long long)t->begin, (unsigned long long)t->end,
                     (unsigned long long)data_len);
@@ -328,32 +320,32 @@ static int parse_tensor(StFile *f, const char *name, json_object *e, uint64_t da
             snprintf(need, sizeof need, "more than 2^63");
         else
             snprintf(need, sizeof need, "%llu", (unsigned long long)(t->numel * es));
-        return fail(err, errlen, "%s: tensor \"%s\": shape %s of %s needs %s bytes but "
+        return sg_fail(err, errlen, "%s: tensor \"%s\": shape %s of %s needs %s bytes but "
                     "data_offsets [%llu, %llu] span %llu", path, name, sh,
                     st_dtype_name(t->dtype), need, (unsigned long long)t->begin,
                     (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
     }
-    if (!(t->name = strdup(name))) return fail(err, errlen, "%s: out of memory", path);
+    if (!(t->name = strdup(name))) return sg_fail(err, errlen, "%s: out of memory", path);
     f->n_tensors++;
     return 0;
 }
 
 static int parse_meta(StFile *f, json_object *m, char *err, size_t errlen) {
     if (json_object_get_type(m) != json_type_object)
-        return fail(err, errlen, "%s: \"__metadata__\" is not an object", f->path);
+        return sg_fail(err, errlen, "%s: \"__metadata__\" is not an object", f->path);
     int n = json_object_object_length(m);
     f->meta_keys = calloc((size_t)n + 1, sizeof(char *));
     f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
-    if (!f->meta_keys || !f->meta_vals) return fail(err, errlen, "%s: out of memory", f->path);
+    if (!f->meta_keys || !f->meta_vals) return sg_fail(err, errlen, "%s: out of memory", f->path);
     json_object_object_foreach(m, key, val) {
         if (json_object_get_type(val) != json_type_string)
-            return fail(err, errlen, "%s: metadata \"%s\" is not a string (safetensors metadata "
+            return sg_fail(err, errlen, "%s: metadata \"%s\" is not a string (safetensors metadata "
                         "values are strings)", f->path, key);
         f->meta_keys[f->n_meta] = strdup(key);
         f->meta_vals[f->n_meta] = strdup(json_object_get_string(val));
         f->n_meta++;
         if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
-            return fail(err, errlen, "%s: out of memory", f->path);
+            return sg_fail(err, errlen, "%s: out of memory", f->path);
     }
     return 0;
 }
@@ -370,24 +362,24 @@ static int parse(StFile *f, char *err, size_t errlen) {
     uint64_t size = f->map_len;
     uint64_t n = get_u64le(p);
     if (n > size - 8)
-        return fail(err, errlen, "%s: header length %llu runs past the end of the file (%llu "
+        return sg_fail(err, errlen, "%s: header length %llu runs past the end of the file (%llu "
                     "bytes); the file is truncated or not a safetensors file", path,
                     (unsigned long long)n, (unsigned long long)size);
     if (n > ST_MAX_HEADER)
-        return fail(err, errlen, "%s: header length %llu is over the 100 MB limit; this is not a "
+        return sg_fail(err, errlen, "%s: header length %llu is over the 100 MB limit; this is not a "
                     "safetensors file", path, (unsigned long long)n);
     if (n < 2 || p[8] != '{')
-        return fail(err, errlen, "%s: the header does not start with a JSON object ('{'); this "
+        return sg_fail(err, errlen, "%s: the header does not start with a JSON object ('{'); this "
                     "is not a safetensors file", path);
     f->header_len = n;
     const char *h = (const char *)p + 8;
     /* JSON text cannot hold a raw NUL; refusing it early also keeps the
      * tokenizer from treating it as the end of input. */
     if (memchr(h, 0, (size_t)n))
-        return fail(err, errlen, "%s: the header contains a NUL byte; the file is corrupt", path);
+        return sg_fail(err, errlen, "%s: the header contains a NUL byte; the file is corrupt", path);
 
     json_tokener *tok = json_tokener_new();
-    if (!tok) return fail(err, errlen, "%s: out of memory", path);
+    if (!tok) return sg_fail(err, errlen, "%s: out of memory", path);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     json_object *root = json_tokener_parse_ex(tok, h, (int)n);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
@@ -395,25 +387,25 @@ static int parse(StFile *f, char *err, size_t errlen) {
     json_tokener_free(tok);
     if (!root) {
         if (jerr == json_tokener_continue)
-            return fail(err, errlen, "%s: the JSON header ends in the middle of a value; the file "
+            return sg_fail(err, errlen, "%s: the JSON header ends in the middle of a value; the file "
                         "is corrupt", path);
-        return fail(err, errlen, "%s: the header is not valid JSON (%s, near byte %zu of %llu)",
+        return sg_fail(err, errlen, "%s: the header is not valid JSON (%s, near byte %zu of %llu)",
                     path, json_tokener_error_desc(jerr), 8 + end, (unsigned long long)(8 + n));
     }
     int rc = 0;
     for (size_t i = end; i < n && !rc; i++)
         if (h[i] != ' ' && h[i] != '\t' && h[i] != '\n' && h[i] != '\r')
-            rc = fail(err, errlen, "%s: unexpected bytes after the JSON header (at byte %zu)",
+            rc = sg_fail(err, errlen, "%s: unexpected bytes after the JSON header (at byte %zu)",
                       path, 8 + i);
     if (!rc && json_object_get_type(root) != json_type_object)
-        rc = fail(err, errlen, "%s: the header is JSON but not an object", path);
+        rc = sg_fail(err, errlen, "%s: the header is JSON but not an object", path);
     if (rc) {
         json_object_put(root);
         return rc;
     }
     uint64_t data_len = size - 8 - n;
     f->tensors = calloc((size_t)json_object_object_length(root) + 1, sizeof *f->tensors);
-    if (!f->tensors) rc = fail(err, errlen, "%s: out of memory", path);
+    if (!f->tensors) rc = sg_fail(err, errlen, "%s: out of memory", path);
     json_object_object_foreach(root, key, val) {
         if (rc) break;
         if (strcmp(key, "__metadata__") == 0)
@@ -426,12 +418,12 @@ static int parse(StFile *f, char *err, size_t errlen) {
 
     /* Overlap check on a sorted view, so header order stays as written. */
     const StTensor **by = malloc((size_t)(f->n_tensors + 1) * sizeof *by);
-    if (!by) return fail(err, errlen, "%s: out of memory", path);
+    if (!by) return sg_fail(err, errlen, "%s: out of memory", path);
     for (int i = 0; i < f->n_tensors; i++) by[i] = &f->tensors[i];
     qsort(by, (size_t)f->n_tensors, sizeof *by, cmp_begin);
     for (int i = 1; i < f->n_tensors && !rc; i++)
         if (by[i]->begin < by[i - 1]->end)
-            rc = fail(err, errlen, "%s: tensors \"%s\" [%llu, %llu] and \"%s\" [%llu, %llu] "
+            rc = sg_fail(err, errlen, "%s: tensors \"%s\" [%llu, %llu] and \"%s\" [%llu, %llu] "
                       "overlap; the file is corrupt", path, by[i - 1]->name,
                       (unsigned long long)by[i - 1]->begin, (unsigned long long)by[i - 1]->end,
                       by[i]->name, (unsigned long long)by[i]->begin,
@@ -448,27 +440,27 @@ int st_open(StFile *f, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         int e = errno;
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return sg_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
+        return sg_fail(err, errlen, "%s: not a regular file", path);
     }
     if (st.st_size < 8) {
         close(fd);
-        return fail(err, errlen, "%s: %lld bytes, too short for a safetensors file (the 8-byte "
+        return sg_fail(err, errlen, "%s: %lld bytes, too short for a safetensors file (the 8-byte "
                     "header length is missing)", path, (long long)st.st_size);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (map == MAP_FAILED) return fail(err, errlen, "%s: mmap failed: %s", path, strerror(e));
+    if (map == MAP_FAILED) return sg_fail(err, errlen, "%s: mmap failed: %s", path, strerror(e));
     f->map = map;
     f->map_len = (size_t)st.st_size;
     if (!(f->path = strdup(path))) {
         st_close(f);
-        return fail(err, errlen, "%s: out of memory", path);
+        return sg_fail(err, errlen, "%s: out of memory", path);
     }
     if (parse(f, err, errlen)) {
         st_close(f);
@@ -498,9 +490,9 @@ const char *st_meta(const StFile *f, const char *key) {
 int st_read_real(const StFile *f, const char *name, int ndim, const int64_t *shape, real *out,
                  char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
-    if (!t) return fail(err, errlen, "%s: no tensor \"%s\"", f->path, name);
+    if (!t) return sg_fail(err, errlen, "%s: no tensor \"%s\"", f->path, name);
     if (t->dtype != ST_F32 && t->dtype != ST_F64)
-        return fail(err, errlen, "%s: tensor \"%s\" is %s, expected F32 or F64", f->path, name,
+        return sg_fail(err, errlen, "%s: tensor \"%s\" is %s, expected F32 or F64", f->path, name,
                     st_dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -508,7 +500,7 @@ int st_read_real(const StFile *f, const char *name, int ndim, const int64_t *sha
         char got[160], want[160];
         shape_str(t->ndim, t->shape, got, sizeof got);
         shape_str(ndim, shape, want, sizeof want);
-        return fail(err, errlen, "%s: tensor \"%s\" has shape %s, expected %s (was it exported "
+        return sg_fail(err, errlen, "%s: tensor \"%s\" has shape %s, expected %s (was it exported "
                     "from a model with another config?)", f->path, name, got, want);
     }
     /* memcpy per element: the data need not be aligned for its dtype. */

@@ -1,4 +1,5 @@
 #include "shard.h"
+#include "errmsg.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,15 +31,6 @@ enum {
     OFF_RESERVED = 68,
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static const char *kind_name(uint32_t kind) {
     return kind == SHARD_KIND_TRAIN ? "train" : kind == SHARD_KIND_VAL ? "val" : "unknown";
@@ -69,10 +61,10 @@ static void build_header(uint8_t h[SHARD_HEADER_BYTES], uint32_t vocab, uint64_t
 static int check_write_args(const char *path, uint32_t vocab, uint32_t kind, char *err,
                             size_t errlen) {
     if (vocab == 0 || vocab > 65536)
-        return fail(err, errlen, "%s: vocab_size %u cannot be stored in a uint16 shard "
+        return sg_fail(err, errlen, "%s: vocab_size %u cannot be stored in a uint16 shard "
                     "(need 1..65536)", path, vocab);
     if (kind != SHARD_KIND_TRAIN && kind != SHARD_KIND_VAL)
-        return fail(err, errlen, "%s: shard kind %u is neither 0 (train) nor 1 (val)", path, kind);
+        return sg_fail(err, errlen, "%s: shard kind %u is neither 0 (train) nor 1 (val)", path, kind);
     return 0;
 }
 
@@ -97,7 +89,7 @@ int shard_write(const char *path, const uint16_t *tokens, uint64_t n, uint32_t v
     if (check_write_args(path, vocab_size, kind, err, errlen)) return -1;
     uint64_t bad = first_bad_token(tokens, n, vocab_size);
     if (bad < n)
-        return fail(err, errlen, "%s: token %u at position %llu is not below vocab_size %u; "
+        return sg_fail(err, errlen, "%s: token %u at position %llu is not below vocab_size %u; "
                     "nothing was written", path, tokens[bad], (unsigned long long)bad, vocab_size);
     uint8_t h[SHARD_HEADER_BYTES];
     build_header(h, vocab_size, n, sha, kind);
@@ -139,9 +131,9 @@ int shard_writer_append(ShardWriter *w, const uint16_t *tokens, size_t n) {
 }
 
 int shard_writer_commit(ShardWriter *w, char *err, size_t errlen) {
-    if (!w->af.f) return fail(err, errlen, "shard writer is not open");
+    if (!w->af.f) return sg_fail(err, errlen, "shard writer is not open");
     if (w->failed) {
-        fail(err, errlen, "%s: %s; nothing was written", w->af.path, w->bad);
+        sg_fail(err, errlen, "%s: %s; nothing was written", w->af.path, w->bad);
         shard_writer_abort(w);
         return -1;
     }
@@ -149,7 +141,7 @@ int shard_writer_commit(ShardWriter *w, char *err, size_t errlen) {
     put_u64le(n8, w->n_tokens);
     if (fseek(w->af.f, OFF_NTOK, SEEK_SET) != 0 || fwrite(n8, 1, 8, w->af.f) != 8) {
         int e = errno;
-        fail(err, errlen, "%s: cannot patch the token count: %s", w->af.path, strerror(e));
+        sg_fail(err, errlen, "%s: cannot patch the token count: %s", w->af.path, strerror(e));
         shard_writer_abort(w);
         return -1;
     }
@@ -169,31 +161,31 @@ int shard_open(Shard *s, const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         int e = errno;
-        if (e == ENOENT) return fail(err, errlen, "%s: no such file", path);
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        if (e == ENOENT) return sg_fail(err, errlen, "%s: no such file", path);
+        return sg_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
+        return sg_fail(err, errlen, "%s: not a regular file", path);
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < SHARD_HEADER_BYTES) {
         close(fd);
-        return fail(err, errlen, "%s: %llu bytes, too short for the %u-byte shard header "
+        return sg_fail(err, errlen, "%s: %llu bytes, too short for the %u-byte shard header "
                     "(not a token shard, or truncated); regenerate it", path,
                     (unsigned long long)size, SHARD_HEADER_BYTES);
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return fail(err, errlen, "%s: mmap failed: %s", path, strerror(e));
+    if (map == MAP_FAILED) return sg_fail(err, errlen, "%s: mmap failed: %s", path, strerror(e));
     s->map = map;
     s->map_len = (size_t)size;
     s->path = strdup(path);
     if (!s->path) {
         shard_close(s);
-        return fail(err, errlen, "%s: out of memory", path);
+        return sg_fail(err, errlen, "%s: out of memory", path);
     }
 
     const uint8_t *h = map;
@@ -205,22 +197,22 @@ int shard_open(Shard *s, const char *path, char *err, size_t errlen) {
     uint32_t kind = get_u32le(h + OFF_KIND);
     int rc = 0;
     if (memcmp(h + OFF_MAGIC, SHARD_MAGIC, 8) != 0)
-        rc = fail(err, errlen, "%s: not a sinkgate token shard (the file does not start with "
+        rc = sg_fail(err, errlen, "%s: not a sinkgate token shard (the file does not start with "
                   "\"%s\"); make shards with the sinkgate tokenizer tool", path, SHARD_MAGIC);
     else if (version != SHARD_VERSION)
-        rc = fail(err, errlen, "%s: shard format version %u, this build reads %u; regenerate "
+        rc = sg_fail(err, errlen, "%s: shard format version %u, this build reads %u; regenerate "
                   "the shard or use a matching sinkgate build", path, version, SHARD_VERSION);
     else if (hbytes != SHARD_HEADER_BYTES)
-        rc = fail(err, errlen, "%s: header_bytes is %u, expected %u; the header is corrupt",
+        rc = sg_fail(err, errlen, "%s: header_bytes is %u, expected %u; the header is corrupt",
                   path, hbytes, SHARD_HEADER_BYTES);
     else if (tbytes != 2)
-        rc = fail(err, errlen, "%s: token_bytes is %u, this build reads 2-byte (uint16) "
+        rc = sg_fail(err, errlen, "%s: token_bytes is %u, this build reads 2-byte (uint16) "
                   "tokens only", path, tbytes);
     else if (vocab == 0 || vocab > 65536)
-        rc = fail(err, errlen, "%s: vocab_size %u is not in 1..65536 (uint16 tokens); the "
+        rc = sg_fail(err, errlen, "%s: vocab_size %u is not in 1..65536 (uint16 tokens); the "
                   "header is corrupt", path, vocab);
     else if (kind != SHARD_KIND_TRAIN && kind != SHARD_KIND_VAL)
-        rc = fail(err, errlen, "%s: kind %u is neither 0 (train) nor 1 (val); the header is "
+        rc = sg_fail(err, errlen, "%s: kind %u is neither 0 (train) nor 1 (val); the header is "
                   "corrupt", path, kind);
     if (rc) {
         shard_close(s);
@@ -230,7 +222,7 @@ int shard_open(Shard *s, const char *path, char *err, size_t errlen) {
         if (h[i] != 0) {
             unsigned v = h[i];
             shard_close(s); /* unmaps h */
-            return fail(err, errlen, "%s: header byte %u is %u, but bytes %d..%u are reserved "
+            return sg_fail(err, errlen, "%s: header byte %u is %u, but bytes %d..%u are reserved "
                         "and must be zero; the header is corrupt", path, i, v, OFF_RESERVED,
                         SHARD_HEADER_BYTES - 1);
         }
@@ -239,17 +231,17 @@ int shard_open(Shard *s, const char *path, char *err, size_t errlen) {
         /* also catches an n so large that 2*n would overflow */
         shard_close(s);
         if (n > (UINT64_MAX - SHARD_HEADER_BYTES) / 2)
-            return fail(err, errlen, "%s: header claims %llu tokens, which no file can hold; "
+            return sg_fail(err, errlen, "%s: header claims %llu tokens, which no file can hold; "
                         "the header is corrupt", path, (unsigned long long)n);
         uint64_t want = SHARD_HEADER_BYTES + 2 * n;
-        return fail(err, errlen, "%s: truncated: the header declares %llu tokens (%llu bytes) "
+        return sg_fail(err, errlen, "%s: truncated: the header declares %llu tokens (%llu bytes) "
                     "but the file has %llu bytes, %llu missing; regenerate it", path,
                     (unsigned long long)n, (unsigned long long)want, (unsigned long long)size,
                     (unsigned long long)(want - size));
     }
     if (payload != 2 * n) {
         shard_close(s);
-        return fail(err, errlen, "%s: %llu unexpected bytes after the %llu tokens the header "
+        return sg_fail(err, errlen, "%s: %llu unexpected bytes after the %llu tokens the header "
                     "declares (file %llu bytes, expected %llu); the file is corrupt",
                     path, (unsigned long long)(payload - 2 * n), (unsigned long long)n,
                     (unsigned long long)size, (unsigned long long)(SHARD_HEADER_BYTES + 2 * n));
@@ -263,7 +255,7 @@ int shard_open(Shard *s, const char *path, char *err, size_t errlen) {
     if (bad < n) {
         unsigned v = s->tokens[bad];
         shard_close(s);
-        return fail(err, errlen, "%s: token %llu has value %u, not below vocab_size %u; the "
+        return sg_fail(err, errlen, "%s: token %llu has value %u, not below vocab_size %u; the "
                     "shard is corrupt or was made for another vocabulary", path,
                     (unsigned long long)bad, v, vocab);
     }
@@ -305,28 +297,28 @@ void shardset_close(ShardSet *s) {
 static int check_member(const ShardSet *set, const Shard *sh, const Shard *first,
                         uint32_t want_kind, uint32_t expect_vocab, char *err, size_t errlen) {
     if (sh->kind != want_kind)
-        return fail(err, errlen, "%s: header says kind %u (%s) but a file named like this must "
+        return sg_fail(err, errlen, "%s: header says kind %u (%s) but a file named like this must "
                     "hold %s tokens (kind %u); the file was misnamed or written with the wrong kind",
                     sh->path, sh->kind, kind_name(sh->kind), kind_name(want_kind), want_kind);
     if (expect_vocab && sh->vocab_size != expect_vocab)
-        return fail(err, errlen, "%s: vocabulary size %u, the model expects %u (vocab_size); "
+        return sg_fail(err, errlen, "%s: vocabulary size %u, the model expects %u (vocab_size); "
                     "set vocab_size to %u or use shards made with the model's tokenizer",
                     sh->path, sh->vocab_size, expect_vocab, sh->vocab_size);
     if (first && sh->vocab_size != first->vocab_size)
-        return fail(err, errlen, "%s: vocabulary size %u, but %s has %u; all shards of a data "
+        return sg_fail(err, errlen, "%s: vocabulary size %u, but %s has %u; all shards of a data "
                     "directory must come from one tokenizer", sh->path, sh->vocab_size,
                     first->path, first->vocab_size);
     if (first && memcmp(sh->vocab_sha256, first->vocab_sha256, 32) != 0) {
         char a[65], b[65];
         shard_sha_hex(sh->vocab_sha256, a);
         shard_sha_hex(first->vocab_sha256, b);
-        return fail(err, errlen, "%s and %s were made with different tokenizer vocabularies "
+        return sg_fail(err, errlen, "%s and %s were made with different tokenizer vocabularies "
                     "(vocab_sha256 %.16s... vs %.16s...); regenerate them with one tokenizer",
                     sh->path, first->path, a, b);
     }
     uint64_t need = (uint64_t)set->block_size + 1;
     if (sh->n_tokens < need)
-        return fail(err, errlen, "%s: %llu tokens, too short for one window of block_size+1 = "
+        return sg_fail(err, errlen, "%s: %llu tokens, too short for one window of block_size+1 = "
                     "%llu tokens; use a smaller block_size or a longer shard", sh->path,
                     (unsigned long long)sh->n_tokens, (unsigned long long)need);
     return 0;
@@ -335,15 +327,15 @@ static int check_member(const ShardSet *set, const Shard *sh, const Shard *first
 int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size,
                   char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    if (block_size < 1) return fail(err, errlen, "block_size %d: must be at least 1", block_size);
+    if (block_size < 1) return sg_fail(err, errlen, "block_size %d: must be at least 1", block_size);
     s->block_size = block_size;
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
         if (e == ENOENT)
-            return fail(err, errlen, "%s: data directory not found; point data at a directory "
+            return sg_fail(err, errlen, "%s: data directory not found; point data at a directory "
                         "holding val.bin and train_*.bin (made by the tokenizer tool)", dir);
-        return fail(err, errlen, "%s: cannot read the data directory: %s", dir, strerror(e));
+        return sg_fail(err, errlen, "%s: cannot read the data directory: %s", dir, strerror(e));
     }
     char **names = NULL;
     int n = 0, cap = 0, has_val = 0, oom = 0;
@@ -370,16 +362,16 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
     int rc = 0;
     char *path = NULL;
     if (oom) {
-        rc = fail(err, errlen, "%s: out of memory listing the directory", dir);
+        rc = sg_fail(err, errlen, "%s: out of memory listing the directory", dir);
         goto done;
     }
     if (!has_val) {
-        rc = fail(err, errlen, "%s: no val.bin (the validation shard, kind 1); write one with "
+        rc = sg_fail(err, errlen, "%s: no val.bin (the validation shard, kind 1); write one with "
                   "the tokenizer tool", dir);
         goto done;
     }
     if (n == 0) {
-        rc = fail(err, errlen, "%s: no train_*.bin training shards; write them with the "
+        rc = sg_fail(err, errlen, "%s: no train_*.bin training shards; write them with the "
                   "tokenizer tool", dir);
         goto done;
     }
@@ -389,7 +381,7 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
     s->train = calloc((size_t)n, sizeof *s->train);
     s->train_prefix = calloc((size_t)n + 1, sizeof *s->train_prefix);
     if (!s->dir || !s->train || !s->train_prefix || !(path = join(dir, "val.bin"))) {
-        rc = fail(err, errlen, "%s: out of memory", dir);
+        rc = sg_fail(err, errlen, "%s: out of memory", dir);
         goto done;
     }
     if ((rc = shard_open(&s->val, path, err, errlen))) goto done;
@@ -398,7 +390,7 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
     for (int i = 0; i < n; i++) {
         free(path);
         if (!(path = join(dir, names[i]))) {
-            rc = fail(err, errlen, "%s: out of memory", dir);
+            rc = sg_fail(err, errlen, "%s: out of memory", dir);
             goto done;
         }
         if ((rc = shard_open(&s->train[i], path, err, errlen))) goto done;

@@ -12,42 +12,9 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "testfs.h"
 #include "checkpoint.h"
 #include "fsutil.h"
-
-static char tmpdir[256];
-static char err[1024];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    return remove(p);
-}
-static void rm_rf(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static const char *P(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) & 3;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return b;
-}
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(p, 1, n, f);
-    fclose(f);
-}
 
 enum { N = 1000 };
 static real P0[N], M0[N], V0[N], P1[N], M1[N], V1[N];

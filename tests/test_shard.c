@@ -7,45 +7,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testfs.h"
 #include "rng.h"
 #include "sampler.h"
 #include "shard.h"
-
-static char tmpdir[256];
-static char err[1024];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    return remove(p);
-}
-static void rm_rf(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static const char *P(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) & 3;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(p, 1, n, f);
-    fclose(f);
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return b;
-}
 
 static uint32_t rd32(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
