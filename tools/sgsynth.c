@@ -2,8 +2,10 @@
  * trying sgtrain before real text is tokenized.
  *
  * The stream has structure a small model can learn, so that a falling loss
- * means something: each token has four preferred successors (an order-1
- * Markov chain with probabilities 0.5, 0.25, 0.15, 0.1), and with
+ * means something: token frequencies are heavy-tailed like a real
+ * vocabulary's (log-uniform: P(t <= x) = log x / log V), each token has four
+ * preferred successors drawn that way (an order-1 Markov chain with
+ * probabilities 0.5, 0.25, 0.15, 0.1), and with
  * probability 0.3 a document re-plays a span of 8 tokens it has already
  * produced (which only attention can predict).  Documents are separated by
  * token 0, as <|endoftext|> separates real documents.
@@ -11,6 +13,7 @@
  *   sgsynth --out DIR [--vocab 512] [--val-tokens 20000] [--train-tokens 200000]
  *           [--shard-tokens 100000] [--seed 0]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +51,9 @@ static uint16_t next_token(Gen *g) {
     double r = uni(g);
     int k = r < 0.5 ? 0 : r < 0.75 ? 1 : r < 0.9 ? 2 : 3;
     uint64_t h = rng_key(g->key ^ 0x5eed, g->prev, (uint64_t)k);
-    return (uint16_t)(1 + rng_below(h, g->vocab - 1));
+    double w = (double)(h >> 11) * 0x1.0p-53; /* [0, 1) */
+    uint32_t t = (uint32_t)pow((double)(g->vocab - 1), w); /* 1 .. vocab-1, log-uniform */
+    return (uint16_t)(t < 1 ? 1 : t > g->vocab - 1 ? g->vocab - 1 : t);
 }
 
 static uint16_t emit(Gen *g) {
