@@ -6,6 +6,10 @@
 # non-zero with a clear message and leave existing files untouched.
 set -u
 B=${1:-build}
+# The runs here are tiny: a second thread only adds fork/join overhead, and
+# its spin-waiting burns the CPU another process may need (under
+# oversubscription that slows a run a hundredfold). Threads are tested in test_attention.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 SG=$(cd "$(dirname "$B")" && pwd)/$(basename "$B")/sgtrain
 SYN=$(dirname "$SG")/sgsynth
 W=$(mktemp -d)
@@ -46,6 +50,10 @@ expect 0 "already complete" -- "$SG" $T --arm combo2 --out "$W/a"
 "$SG" $T --arm combo2 --out "$W/b" 2>/dev/null
 check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/b/result.json params_crc32)" ]' "two runs give bitwise equal parameters"
 check '[ "$(json $W/a/result.json final_val_loss)" = "$(json $W/b/result.json final_val_loss)" ]' "two runs give the same final loss"
+"$SG" $T --arm combo2 --threads 2 --out "$W/t2a" 2>/dev/null
+"$SG" $T --arm combo2 --threads 2 --out "$W/t2b" 2>/dev/null
+check '[ "$(json $W/t2a/result.json params_crc32)" = "$(json $W/t2b/result.json params_crc32)" ]' "two runs on 2 threads give bitwise equal parameters"
+check 'grep -q "\"threads\": 2" $W/t2a/result.json' "result.json records the thread count"
 "$SG" $T --arm combo2 --seed 1 --out "$W/c" 2>/dev/null
 check '[ "$(json $W/a/result.json params_crc32)" != "$(json $W/c/result.json params_crc32)" ]' "another seed gives another model"
 
