@@ -20,9 +20,10 @@ for arm in $arms; do
 done
 echo
 echo "demo report (cpu-tiny, $iters steps, seed $seed, synthetic data):"
-base=""
+base="" first=""
 for arm in $arms; do
     loss=$(sed -nE 's/.*"final_val_loss": ([^,]*),/\1/p' "$out/$arm-s$seed/result.json")
-    [ -z "$base" ] && base=$loss
-    awk -v a="$arm" -v l="$loss" -v b="$base" 'BEGIN { printf "  %-10s final val loss %.4f   vs %s: %+.4f\n", a, l, "first arm", l - b }'
+    [ -z "$base" ] && { base=$loss; first=$arm; }
+    awk -v a="$arm" -v l="$loss" -v b="$base" -v f="$first" \
+        'BEGIN { printf "  %-10s final val loss %.4f   paired difference vs %s (same seed, same tokens): %+.4f\n", a, l, f, l - b }'
 done
