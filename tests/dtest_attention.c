@@ -24,17 +24,14 @@
 
 #include "check.h"
 #include "ops.h"
+#include "rng.h"
 
 #define FD_H 1e-5
 #define FD_TOL 1e-6
 
-static uint64_t rng_s = 0x13198a2e03707344ull;
-static double urand(void) { /* xorshift64*, [0,1) */
-    rng_s ^= rng_s >> 12;
-    rng_s ^= rng_s << 25;
-    rng_s ^= rng_s >> 27;
-    return (double)((rng_s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53;
-}
+/* The project's counter-based generator (src/rng.h), walked in order. */
+static uint64_t rng_i = 0;
+static double urand(void) { return rng_uniform(0x13198a2e03707344ull, rng_i++); }
 static double unif(double a, double b) { return a + (b - a) * urand(); }
 static void *xcalloc(size_t n, size_t sz) {
     void *p = calloc(n ? n : 1, sz);

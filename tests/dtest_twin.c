@@ -1,8 +1,5 @@
 /* sgtrain (double build) against the PyTorch twin (float64): the same math
  * must agree to ~1e-9, whatever the order of the operations. */
-typedef struct {
-    double logit_atol, logit_rtol, loss_rtol, grad_atol, grad_rtol, param_atol, param_rtol;
-} Tol;
 #include "twin_check.h"
 
 int main(void) {

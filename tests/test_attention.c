@@ -26,18 +26,15 @@
 
 #include "check.h"
 #include "ops.h"
+#include "rng.h"
 
 #define TOL 2e-5
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static uint64_t rng_s = 0x243f6a8885a308d3ull;
-static double urand(void) { /* xorshift64*, [0,1) */
-    rng_s ^= rng_s >> 12;
-    rng_s ^= rng_s << 25;
-    rng_s ^= rng_s >> 27;
-    return (double)((rng_s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53;
-}
+/* The project's counter-based generator (src/rng.h), walked in order. */
+static uint64_t rng_i = 0;
+static double urand(void) { return rng_uniform(0x243f6a8885a308d3ull, rng_i++); }
 static double unif(double a, double b) { return a + (b - a) * urand(); }
 static void fill(real *x, long n, double a, double b) {
     for (long i = 0; i < n; i++) x[i] = (real)unif(a, b);

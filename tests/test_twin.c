@@ -3,9 +3,6 @@
  * absolute + relative; each gradient within 1e-4 relative or 1e-5 of the
  * tensor's largest entry; the 10-step trajectory's losses 1e-5 relative and
  * final parameters 1e-5 absolute + 1e-4 relative. */
-typedef struct {
-    double logit_atol, logit_rtol, loss_rtol, grad_atol, grad_rtol, param_atol, param_rtol;
-} Tol;
 #include "twin_check.h"
 
 int main(void) {

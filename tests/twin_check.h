@@ -19,6 +19,10 @@
 #define FIXTURE_DIR "tests/fixtures"
 #endif
 
+typedef struct {
+    double logit_atol, logit_rtol, loss_rtol, grad_atol, grad_rtol, param_atol, param_rtol;
+} Tol;
+
 static const char *CASES[] = {"baseline", "offbyone", "sinklogit", "sinktoken", "normgate", "renorm",
                               "projgate", "combo",    "combo2",    "baseline_lnbias", "combo2_lnbias"};
 
