@@ -256,12 +256,7 @@ static void test_fsutil(void) {
 
 int main(void) {
     check_name = "test_checkpoint";
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/sg_ckpt_XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (make_tmpdir("ckpt")) return 1;
     test_roundtrip();
     test_corruption();
     test_atomic();

@@ -296,12 +296,7 @@ static void test_fuzz(void) {
 
 int main(void) {
     check_name = "test_safetensors";
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/sg_st_XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (make_tmpdir("st")) return 1;
     test_roundtrip();
     test_exact_bytes();
     test_corrupt();

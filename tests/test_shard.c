@@ -349,12 +349,7 @@ static void test_sampler(void) {
 
 int main(void) {
     check_name = "test_shard";
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/sg_shard_XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (make_tmpdir("shard")) return 1;
     test_roundtrip();
     test_errors();
     test_dir_errors();

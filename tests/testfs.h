@@ -18,6 +18,17 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 }
 static inline void rm_rf(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* Creates tmpdir as $TMPDIR/sg_TAG_XXXXXX (or under /tmp); 0 on success. */
+static inline int make_tmpdir(const char *tag) {
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/sg_%s_XXXXXX", t && *t ? t : "/tmp", tag);
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return -1;
+    }
+    return 0;
+}
+
 /* tmpdir/name, in one of four rotating buffers (several may be live at once) */
 static inline const char *P(const char *name) {
     static char buf[4][512];

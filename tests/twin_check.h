@@ -68,6 +68,34 @@ static void split(const int32_t *win, int B, int T, int32_t *in, int32_t *tg) {
         }
 }
 
+/* Every tensor of the model in buf against the fixture's PREFIX<name>;
+ * with scale_atol the absolute tolerance is relative to the tensor's largest
+ * entry.  Returns the worst error in units of the tolerance. */
+static double cmp_tensors(const Model *m, const StFile *f, const real *buf, const char *prefix,
+                          const char *name, double atol, int scale_atol, double rtol) {
+    double worst = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        char key[128];
+        long n = 0;
+        snprintf(key, sizeof key, "%s%s", prefix, t->name);
+        double *want = read_f64(f, key, &n);
+        CHECK(want && n == t->numel_real, "%s: %s missing or wrong size", name, key);
+        if (!want) continue;
+        double a = atol;
+        if (scale_atol) {
+            double mx = 0;
+            for (long j = 0; j < n; j++) mx = fmax(mx, fabs(want[j]));
+            a = atol * mx + 1e-300;
+        }
+        double e = cmp(buf + t->offset, want, n, a, rtol);
+        worst = fmax(worst, e);
+        CHECK(e <= 1, "%s %s: worst error %.3g x tolerance", name, key, e);
+        free(want);
+    }
+    return worst;
+}
+
 static const char *META_KEYS[] = {"arm", "ln_bias", "n_layer", "n_head", "n_embd", "block_size",
                                   "vocab_size", "gate_beta", "lr", "lr_min", "warmup", "iters",
                                   "beta1", "beta2", "adam_eps", "weight_decay", "grad_clip"};
@@ -115,21 +143,7 @@ static void twin_case(const char *name, const Tol *tol) {
     free(want);
 
     /* every gradient; tolerance relative to the tensor's largest entry */
-    double worst_g = 0;
-    for (int i = 0; i < m.n_tensors; i++) {
-        const TensorInfo *t = &m.tensors[i];
-        char key[128];
-        snprintf(key, sizeof key, "grad.%s", t->name);
-        want = read_f64(&f, key, &n);
-        CHECK(want && n == t->numel_real, "%s: %s missing or wrong size", name, key);
-        if (!want) continue;
-        double gmax = 0;
-        for (long j = 0; j < n; j++) gmax = fmax(gmax, fabs(want[j]));
-        e = cmp(m.grads + t->offset, want, n, tol->grad_atol * gmax + 1e-300, tol->grad_rtol);
-        worst_g = fmax(worst_g, e);
-        CHECK(e <= 1, "%s %s: worst error %.3g x tolerance", name, key, e);
-        free(want);
-    }
+    double worst_g = cmp_tensors(&m, &f, m.grads, "grad.", name, tol->grad_atol, 1, tol->grad_rtol);
 
     /* 10 AdamW steps from the same start */
     model_load_st(&m, &f, "param.", err, sizeof err);
@@ -148,21 +162,7 @@ static void twin_case(const char *name, const Tol *tol) {
         CHECK(fabs(l - wl[s]) <= tol->loss_rtol * fabs(wl[s]), "%s step %d loss %.12g twin %.12g", name, s, l, wl[s]);
         CHECK(fabs(gn - wg[s]) <= tol->grad_rtol * fabs(wg[s]), "%s step %d grad norm %.12g twin %.12g", name, s, gn, wg[s]);
     }
-    double worst_p = 0;
-    for (int i = 0; i < m.n_tensors; i++) {
-        const TensorInfo *t = &m.tensors[i];
-        char key[128];
-        snprintf(key, sizeof key, "train.final.%s", t->name);
-        want = read_f64(&f, key, &n);
-        if (!want) {
-            CHECK(0, "%s: %s missing", name, key);
-            continue;
-        }
-        e = cmp(m.params + t->offset, want, n, tol->param_atol, tol->param_rtol);
-        worst_p = fmax(worst_p, e);
-        CHECK(e <= 1, "%s %s: worst error %.3g x tolerance", name, key, e);
-        free(want);
-    }
+    double worst_p = cmp_tensors(&m, &f, m.params, "train.final.", name, tol->param_atol, 0, tol->param_rtol);
     printf("twin %-16s loss %.10f  grads %.2g  10-step losses max rel %.2g  params %.2g (x tolerance)\n",
            name, loss, worst_g, worst_l, worst_p);
     free(steps);
