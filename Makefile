@@ -3,11 +3,12 @@
 #   make            sgtrain and the tools
 #   make test       unit, reference and end-to-end tests, then the ASan/UBSan build of the unit tests
 #   make bench      CPU benchmarks (figures for docs/performance.md)
+#   make data       GPT-2 vocabulary, demo and test corpora, demo shards (docs/data.md)
 #
 # Dependencies are found with pkg-config or a compile probe, never fixed paths:
 #   BLAS   BLAS=auto|openblas|blis|mkl|cblas (auto: the fastest installed, by measurement;
 #          MKL comes from PyPI's wheels into build/deps/mkl: tools/fetch-mkl.sh)
-#   libyaml (yaml-0.1)
+#   libyaml (yaml-0.1), json-c, zlib, PCRE2 (libpcre2-8), OpenSSL libcrypto
 
 CC      ?= cc
 OPT     ?= -O3 -march=native
@@ -65,6 +66,14 @@ endif
 CFLAGS += $(shell $(PKG_CONFIG) --cflags json-c zlib)
 LDLIBS += $(JSON_LIBS)
 
+# --- PCRE2 (GPT-2's pre-tokenizer pattern), OpenSSL libcrypto (SHA-256, base64) ---
+TOK_LIBS := $(shell $(PKG_CONFIG) --libs libpcre2-8 libcrypto 2>/dev/null)
+ifeq ($(TOK_LIBS),)
+  $(error PCRE2 or OpenSSL not found (pkg-config libpcre2-8 libcrypto). Install them: apt-get install libpcre2-dev libssl-dev)
+endif
+CFLAGS += $(shell $(PKG_CONFIG) --cflags libpcre2-8 libcrypto)
+LDLIBS += $(TOK_LIBS)
+
 # --- sources ---------------------------------------------------------------
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/cpu/*.c)
 MAIN_SRC := src/main.c
@@ -93,7 +102,7 @@ STAMP := $(B)/.blas-$(BLAS)
 $(STAMP):
 	@mkdir -p $(B); rm -f $(B)/.blas-*; touch $@
 
-.PHONY: all test test-fast bench fixtures clean
+.PHONY: all test test-fast bench fixtures clean data
 .PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o
 all: $(B)/sgtrain $(TOOLS)
 
@@ -151,11 +160,16 @@ test-fast: all $(TESTS_F) $(TESTS_D)
 bench: all $(BENCHES)
 	@bash tests/bench/run.sh $(B)
 
+# GPT-2's vocabulary (PyPI), the demo and tokenizer-test corpora (Debian
+# packages) and the demo shards: docs/data.md.  Downloads are cached in $(B)/dl.
+data: $(B)/sgtok
+	SGTOK=$(B)/sgtok DATA=data DL=$(B)/dl bash tools/fetch-data.sh
+
 # Regenerate the PyTorch-twin fixtures (needs torch; CI does not).
 fixtures:
 	python3 tests/twin/make_fixtures.py tests/fixtures
 
-clean:  # keeps build/deps (downloaded libraries)
-	find $(B) -mindepth 1 -maxdepth 1 ! -name deps -exec rm -rf {} +
+clean:  # keeps what was downloaded: build/deps (MKL), build/dl (data sources), build/venv (tiktoken)
+	find $(B) -mindepth 1 -maxdepth 1 ! -name deps ! -name dl ! -name venv -exec rm -rf {} +
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -6,16 +6,26 @@
 #   libopenblas-openmp-dev       the CPU BLAS (OpenMP build: one thread pool with ours)
 #   libblis-openmp-dev           the alternative BLAS `make bench` measures against
 #   libyaml-dev libjson-c-dev zlib1g-dev   config/sweep YAML, safetensors headers, checkpoint CRCs
-#   python3 python3-pip          the export check in the end-to-end tests; fetching MKL
+#   libpcre2-dev libssl-dev      GPT-2's pre-tokenizer pattern (PCRE2), SHA-256 of vocabularies
+#   python3 python3-pip python3-venv   test references: the export check, tiktoken in
+#                                build/venv (the tokenizer's reference); fetching MKL and data
 # and then, unless SG_NO_MKL=1, Intel oneMKL from PyPI into build/deps/mkl
 # (tools/fetch-mkl.sh): `make` links whichever BLAS measures fastest.
 set -eu
-pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev python3 python3-pip"
+pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-fetch_mkl() { bash "$(dirname "$0")/fetch-mkl.sh"; }
+# tiktoken, the reference the tokenizer tests compare against, in a venv
+# (Debian's Python refuses system-wide pip installs).
+venv() {
+    local v; v="$(dirname "$0")/../build/venv"
+    "$v/bin/python" -c 'import tiktoken' 2>/dev/null && return 0
+    echo "install-deps: tiktoken into build/venv" >&2
+    python3 -m venv "$v" && "$v/bin/pip" install -q --disable-pip-version-check tiktoken==0.14.0
+}
+fetch_mkl() { bash "$(dirname "$0")/fetch-mkl.sh"; venv; }
 [ -z "$missing" ] && { fetch_mkl; exit 0; }
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
