@@ -41,7 +41,7 @@ int tok_compile_pattern(Tokenizer *t, char *err, size_t errlen) {
     }
     /* Without JIT (a PCRE2 built without it) pcre2_match interprets: same
      * pieces, slower. */
-    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE);
+    t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
     return 0;
 }
 
@@ -135,6 +135,7 @@ static int grow(TokEncoder *e, size_t n) {
 #define NONE UINT32_MAX
 
 static inline uint32_t rank_of(const Tokenizer *t, const uint8_t *p, size_t n) {
+    if (n == 2) return t->pair_rank[p[0] << 8 | p[1]];
     int64_t r = tok_rank_h(t, p, n, tok_hash(p, n));
     return r < 0 ? NONE : (uint32_t)r;
 }
@@ -254,6 +255,11 @@ static void cache_reset(TokEncoder *e) {
 static int piece(TokEncoder *e, const uint8_t *p, size_t n, TokVec *out) {
     const Tokenizer *t = e->t;
     if (n == 1) return tokvec_push(out, t->byte_rank[p[0]]);
+    if (n == 2) {
+        uint32_t r2 = t->pair_rank[p[0] << 8 | p[1]];
+        if (r2 != NONE) return tokvec_push(out, r2);
+        return tokvec_push(out, t->byte_rank[p[0]]) || tokvec_push(out, t->byte_rank[p[1]]);
+    }
     uint64_t h = tok_hash(p, n);
     int64_t r = tok_rank_h(t, p, n, h);
     if (r >= 0) return tokvec_push(out, (uint32_t)r);
@@ -296,7 +302,8 @@ int tok_encode(TokEncoder *e, const uint8_t *text, size_t n, TokVec *out) {
     const Tokenizer *t = e->t;
     size_t s = 0;
     while (s < n) {
-        int rc = pcre2_match(t->re, text, n, s, 0, e->md, e->mctx);
+        int rc = t->jit ? pcre2_jit_match(t->re, text, n, s, 0, e->md, e->mctx)
+                        : pcre2_match(t->re, text, n, s, 0, e->md, e->mctx);
         if (rc == PCRE2_ERROR_NOMATCH) /* only invalid UTF-8 is left */
             return piece(e, text + s, n - s, out);
         if (rc < 0) return -1;

@@ -49,6 +49,7 @@ void tok_free(Tokenizer *t) {
     free(t->pool);
     free(t->off);
     free(t->slots);
+    free(t->pair_rank);
     if (t->re) pcre2_code_free(t->re);
     free(t);
 }
@@ -118,7 +119,9 @@ static int build(Tokenizer *t, const Entries *e, const char *src, char *err, siz
     while (cap < 4ull * e->n) cap *= 2;
     t->slots = calloc(cap, sizeof *t->slots);
     t->mask = cap - 1;
-    if (!t->pool || !t->off || !t->slots) return sg_fail(err, errlen, "out of memory");
+    t->pair_rank = malloc(65536 * sizeof *t->pair_rank);
+    if (!t->pool || !t->off || !t->slots || !t->pair_rank) return sg_fail(err, errlen, "out of memory");
+    memset(t->pair_rank, 0xff, 65536 * sizeof *t->pair_rank);
     size_t o = 0;
     for (uint32_t r = 0; r < e->n; r++) {
         t->off[r] = (uint32_t)o;
@@ -138,8 +141,9 @@ static int build(Tokenizer *t, const Entries *e, const char *src, char *err, siz
         uint64_t h = tok_hash(p, n);
         uint64_t i = h & t->mask;
         while (t->slots[i]) i = (i + 1) & t->mask;
-        t->slots[i] = (h >> 32 << 32) | (uint64_t)(r + 1);
+        t->slots[i] = tok_tag(h) | (r + 1);
         if (n == 1) t->byte_rank[p[0]] = r;
+        if (n == 2) t->pair_rank[p[0] << 8 | p[1]] = r;
     }
     for (int b = 0; b < 256; b++)
         if (t->byte_rank[b] == UINT32_MAX)
@@ -212,7 +216,8 @@ static int entries_put(Entries *e, uint32_t rank, const uint8_t *p, size_t n, co
 }
 
 static int entries_alloc(Entries *e, size_t n, char *err, size_t errlen) {
-    if (n == 0 || n >= UINT32_MAX / 2) return sg_fail(err, errlen, "a vocabulary of %zu tokens", n);
+    if (n == 0 || n > TOK_MAX_RANKS)
+        return sg_fail(err, errlen, "a vocabulary of %zu tokens (this build reads up to %u)", n, TOK_MAX_RANKS);
     e->n = (uint32_t)n;
     e->bytes = calloc(n, sizeof *e->bytes);
     e->len = calloc(n, sizeof *e->len);

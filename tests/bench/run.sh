@@ -7,14 +7,22 @@
 #     one that wins here.
 #  2. PyTorch (if importable) on the same shapes and arms: what a user would
 #     run instead (tests/bench/torch_step.py).
+#  3. The tokenizer: bench_tok (sgtok's encoder, 1 thread and 1..nproc
+#     threads) and tiktoken (tests/bench/tok_tiktoken.py) on the same corpora
+#     (BENCH_TOK_CORPORA, default data/text/demo and data/text/mixed), text in
+#     memory, BENCH_TOK_REPS runs each (default 3); both must give the same
+#     tokens.
 # Figures go to $OUT (default build/bench-results) as text and JSON.
+# BENCH_ONLY=train|torch|tok runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
 mkdir -p "$OUT"
 SHAPE=${BENCH_SHAPE:-all}
+ONLY=${BENCH_ONLY:-all}
+part() { [ "$ONLY" = all ] || [ "$ONLY" = "$1" ]; }
 blis_dir=$(ls -d /usr/include/*/blis-openmp 2>/dev/null | head -n 1)
-for blas in ${BENCH_BLAS:-openblas blis mkl}; do
+part train && for blas in ${BENCH_BLAS:-openblas blis mkl}; do
     [ "$blas" = blis ] && [ -z "$blis_dir" ] && { echo "(BLIS not installed: skipped)"; continue; }
     [ "$blas" = mkl ] && [ ! -f build/deps/mkl/include/mkl_cblas.h ] && { echo "(MKL not fetched: skipped; bash tools/fetch-mkl.sh)"; continue; }
     bdir=$B/blas-$blas
@@ -22,7 +30,9 @@ for blas in ${BENCH_BLAS:-openblas blis mkl}; do
     echo "=== $blas ==="
     "$bdir/bench/bench_train" --shape "$SHAPE" --json "$OUT/train-$blas.json" | tee "$OUT/train-$blas.txt"
 done
-if python3 -c 'import torch' 2>/dev/null; then
+if ! part torch; then
+    :
+elif python3 -c 'import torch' 2>/dev/null; then
     echo "=== PyTorch $(python3 -c 'import torch; print(torch.__version__)') on the same shapes ==="
     for shape in cpu-tiny 10M; do
         [ "$SHAPE" != all ] && [ "$SHAPE" != "$shape" ] && continue
@@ -34,4 +44,60 @@ if python3 -c 'import torch' 2>/dev/null; then
 else
     echo "(PyTorch not importable: the comparison with PyTorch is skipped; pip install torch to run it)"
 fi
+
+fail=0
+if part tok; then
+    echo "=== tokenizer: sgtok vs tiktoken ==="
+    VOCAB=${SG_VOCAB:-data/vocab/gpt2.tiktoken}
+    if [ ! -f "$VOCAB" ]; then
+        echo "(no vocabulary at $VOCAB: the tokenizer benchmark is skipped; \`make data\` fetches it)"
+    else
+        make -s B="$B" "$B/bench/bench_tok" >/dev/null || exit 1
+        PY=python3
+        if [ -x build/venv/bin/python ] && build/venv/bin/python -c 'import tiktoken' 2>/dev/null; then
+            PY=build/venv/bin/python
+        fi
+        have_tt=1
+        "$PY" -c 'import tiktoken' 2>/dev/null || {
+            have_tt=0
+            echo "(tiktoken not importable by $PY: only sgtok is measured; pip install tiktoken)"
+        }
+        REPS=${BENCH_TOK_REPS:-3}
+        for corpus in ${BENCH_TOK_CORPORA:-data/text/demo data/text/mixed}; do
+            [ -e "$corpus" ] || { echo "($corpus missing: skipped; \`make data\` fetches it)"; continue; }
+            name=$(basename "$corpus")
+            echo "--- $corpus: sgtok (bench_tok) ---"
+            "$B/bench/bench_tok" --vocab "$VOCAB" --reps "$REPS" --json "$OUT/tok-$name-sgtok.json" \
+                "$corpus" | tee "$OUT/tok-$name-sgtok.txt"
+            [ "${PIPESTATUS[0]}" = 0 ] || { fail=1; continue; }
+            [ "$have_tt" = 1 ] || continue
+            echo "--- $corpus: tiktoken $("$PY" -c 'import tiktoken; print(tiktoken.__version__)') ---"
+            "$PY" tests/bench/tok_tiktoken.py --vocab "$VOCAB" --reps "$REPS" \
+                --json "$OUT/tok-$name-tiktoken.json" "$corpus" | tee "$OUT/tok-$name-tiktoken.txt"
+            [ "${PIPESTATUS[0]}" = 0 ] || { fail=1; continue; }
+            "$PY" - "$OUT/tok-$name-sgtok.json" "$OUT/tok-$name-tiktoken.json" "$name" <<'PY' | tee "$OUT/tok-$name-summary.txt"
+import json, sys
+s, t = (json.load(open(p)) for p in sys.argv[1:3])
+def get(j, mode, nt=None):
+    rs = [r for r in j["runs"] if r["mode"] == mode and (nt is None or r["threads"] == nt)]
+    return max(rs, key=lambda r: r["threads"]) if rs else None
+s1, t1 = get(s, "docs"), get(t, "docs")
+sn, tn = get(s, "items"), get(t, "batch")
+if s["tokens"] != t["tokens"] or s["sha256_ids"] != t["sha256_ids"]:
+    print(f"{sys.argv[3]}: MISMATCH: sgtok {s['tokens']} tokens sha256 {s['sha256_ids']}, "
+          f"tiktoken {t['tokens']} sha256 {t['sha256_ids']}")
+    sys.exit(1)
+sb1, tb1 = get(s, "items", 1), get(t, "batch", 1)
+print(f"{sys.argv[3]}: {s['bytes'] / 1e6:.1f} MB, {s['tokens']} tokens (equal, same sha256): "
+      f"1 thread sgtok {s1['best_mb_s']:.1f} / tiktoken {t1['best_mb_s']:.1f} MB/s = "
+      f"{s1['best_mb_s'] / t1['best_mb_s']:.2f}x; "
+      f"{sn['threads']} threads sgtok {sn['best_mb_s']:.1f} / tiktoken {tn['best_mb_s']:.1f} MB/s = "
+      f"{sn['best_mb_s'] / tn['best_mb_s']:.2f}x (scaling {sn['best_mb_s'] / sb1['best_mb_s'] / sn['threads']:.0%} "
+      f"vs {tn['best_mb_s'] / tb1['best_mb_s'] / tn['threads']:.0%})")
+PY
+            [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+        done
+    fi
+fi
 echo "results in $OUT"
+[ "$fail" = 0 ] || { echo "tokenizer benchmark: FAILED (token streams differ or a run failed; see above)"; exit 1; }
