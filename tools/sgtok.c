@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,6 +397,105 @@ static int flush_batch(Prep *p, Batch *b, TokEncoder **enc, int nt, uint32_t eot
     return 0;
 }
 
+/* Reading overlaps encoding: a reader thread fills one batch while the
+ * encoder threads work on the other (decompression and JSON parsing are
+ * serial, and would otherwise stall every encoder). */
+typedef struct {
+    Batch b[2];
+    int full[2], last[2];
+    uint64_t in_pos[2], text_pos[2]; /* progress when the batch was published */
+    int err_code;                    /* reader failure, with the last batch */
+    char err[1024];
+    atomic_int stop;                 /* the main thread gave up */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    Prep *p;
+    size_t batch_bytes;
+} Pipe;
+
+static void publish(Pipe *q, int slot, int last, uint64_t in_pos, int code, const char *msg) {
+    pthread_mutex_lock(&q->mu);
+    q->full[slot] = 1;
+    q->last[slot] = last;
+    q->in_pos[slot] = in_pos;
+    q->text_pos[slot] = q->p->text_bytes;
+    if (code) {
+        q->err_code = code;
+        snprintf(q->err, sizeof q->err, "%s", msg);
+    }
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Wait until SLOT is free to fill; 0 if the main thread stopped. */
+static int acquire(Pipe *q, int slot) {
+    pthread_mutex_lock(&q->mu);
+    while (q->full[slot] && !atomic_load(&q->stop)) pthread_cond_wait(&q->cv, &q->mu);
+    int ok = !atomic_load(&q->stop);
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+static void *reader_main(void *arg) {
+    Pipe *q = arg;
+    Prep *p = q->p;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    char err[1024];
+    int slot = 0;
+    uint64_t in_done = 0;
+    DocReader r;
+    if (!acquire(q, slot)) return NULL;
+    for (size_t f = 0; f < p->files.n; f++) {
+        if (docreader_open(&r, p->files.v[f], &p->a->topt, err, sizeof err)) {
+            publish(q, slot, 1, in_done, 2, err);
+            return NULL;
+        }
+        const uint8_t *doc;
+        size_t n;
+        int got;
+        while ((got = docreader_next(&r, &doc, &n, err, sizeof err)) == 1) {
+            p->stat[f].docs++;
+            p->stat[f].text_bytes += n;
+            p->docs++;
+            p->text_bytes += n;
+            Batch *b = &q->b[slot];
+            /* A long document is cut where encoding the parts apart is exact. */
+            for (size_t pos = 0; pos < n;) {
+                size_t cut = n - pos > 2 * ITEM_BYTES ? tok_cut_point(doc, n, pos + ITEM_BYTES) : n;
+                if (batch_add(b, (uint32_t)f, doc + pos, cut - pos, pos == 0)) {
+                    docreader_close(&r);
+                    publish(q, slot, 1, in_done, 1, "out of memory");
+                    return NULL;
+                }
+                pos = cut;
+            }
+            if (b->text.n >= q->batch_bytes) {
+                publish(q, slot, 0, in_done + docreader_offset(&r), 0, NULL);
+                slot ^= 1;
+                if (!acquire(q, slot)) {
+                    docreader_close(&r);
+                    return NULL;
+                }
+            }
+            if (interrupted || atomic_load(&q->stop)) break;
+        }
+        if (got < 0 || interrupted || atomic_load(&q->stop)) {
+            docreader_close(&r);
+            publish(q, slot, 1, in_done, interrupted ? 130 : 2, err);
+            return NULL;
+        }
+        p->stat[f].bytes = r.bytes_read;
+        in_done += docreader_offset(&r);
+        docreader_close(&r);
+    }
+    publish(q, slot, 1, in_done, 0, NULL);
+    return NULL;
+}
+
 static int cmd_prepare(const Args *a) {
     if (!a->out) return die(2, "prepare: --out DIR is required");
     if (a->n_inputs == 0) return die(2, "prepare: no INPUT (files, directories or globs of text)");
@@ -415,10 +516,11 @@ static int cmd_prepare(const Args *a) {
     p.stat = calloc(p.files.n, sizeof *p.stat);
     int rc = 2;
     CorpusWriter w;
-    int w_open = 0;
-    Batch b = {0};
-    DocReader r;
-    int r_open = 0;
+    int w_open = 0, reader_started = 0;
+    pthread_t reader;
+    Pipe q = {.p = &p};
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.cv, NULL);
     if (!enc || !p.stat) {
         die(1, "out of memory");
         goto out;
@@ -438,58 +540,49 @@ static int cmd_prepare(const Args *a) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    size_t batch_bytes = (size_t)nt * 8 * ITEM_BYTES;
-    if (batch_bytes < 32u * ITEM_BYTES) batch_bytes = 32u * ITEM_BYTES;
-    uint64_t in_done = 0;
-    for (size_t f = 0; f < p.files.n; f++) {
-        if (docreader_open(&r, p.files.v[f], &a->topt, err, sizeof err)) {
-            die(2, "%s", err);
-            goto out;
-        }
-        r_open = 1;
-        const uint8_t *doc;
-        size_t n;
-        int got;
-        while ((got = docreader_next(&r, &doc, &n, err, sizeof err)) == 1) {
-            p.stat[f].docs++;
-            p.stat[f].text_bytes += n;
-            p.docs++;
-            p.text_bytes += n;
-            /* A long document is cut where encoding the parts apart is exact. */
-            for (size_t pos = 0; pos < n;) {
-                size_t cut = n - pos > 2 * ITEM_BYTES ? tok_cut_point(doc, n, pos + ITEM_BYTES) : n;
-                if (batch_add(&b, (uint32_t)f, doc + pos, cut - pos, pos == 0)) {
-                    die(1, "out of memory");
-                    goto out;
-                }
-                pos = cut;
-            }
-            if (b.text.n >= batch_bytes) {
-                if (flush_batch(&p, &b, enc, nt, tok_eot(t), &w, err, sizeof err)) {
-                    rc = die(1, "%s", err);
-                    goto out;
-                }
-                bar(&p, in_done + docreader_offset(&r), 0);
-            }
-            if (interrupted) {
-                rc = die(130, "interrupted; nothing was written to %s", a->out);
-                goto out;
-            }
-        }
-        if (got < 0) {
-            if (interrupted) rc = die(130, "interrupted; nothing was written to %s", a->out);
-            else die(2, "%s", err);
-            goto out;
-        }
-        p.stat[f].bytes = r.bytes_read;
-        in_done += docreader_offset(&r);
-        docreader_close(&r);
-        r_open = 0;
-    }
-    if (flush_batch(&p, &b, enc, nt, tok_eot(t), &w, err, sizeof err)) {
-        rc = die(1, "%s", err);
+    q.batch_bytes = (size_t)nt * 8 * ITEM_BYTES;
+    if (q.batch_bytes < 32u * ITEM_BYTES) q.batch_bytes = 32u * ITEM_BYTES;
+    /* Only the reader takes SIGINT/SIGTERM: a read() blocked on a pipe then
+     * returns EINTR instead of waiting for input that may never come.  The
+     * encoder threads, started later by this thread, inherit the block. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    if (pthread_create(&reader, NULL, reader_main, &q)) {
+        die(1, "cannot start the reader thread");
         goto out;
     }
+    reader_started = 1;
+    for (int slot = 0;; slot ^= 1) {
+        pthread_mutex_lock(&q.mu);
+        while (!q.full[slot]) pthread_cond_wait(&q.cv, &q.mu);
+        int last = q.last[slot], code = q.err_code;
+        uint64_t in_pos = q.in_pos[slot];
+        pthread_mutex_unlock(&q.mu);
+        if (code) {
+            rc = code == 130 ? die(130, "interrupted; nothing was written to %s", a->out)
+                             : die(code, "%s", q.err);
+            goto out;
+        }
+        if (flush_batch(&p, &q.b[slot], enc, nt, tok_eot(t), &w, err, sizeof err)) {
+            rc = die(1, "%s", err);
+            goto out;
+        }
+        if (interrupted) {
+            rc = die(130, "interrupted; nothing was written to %s", a->out);
+            goto out;
+        }
+        if (last) break;
+        bar(&p, in_pos, 0);
+        pthread_mutex_lock(&q.mu);
+        q.full[slot] = 0;
+        pthread_cond_broadcast(&q.cv);
+        pthread_mutex_unlock(&q.mu);
+    }
+    pthread_join(reader, NULL);
+    reader_started = 0;
     if (corpus_close_shards(&w, err, sizeof err)) {
         rc = die(strstr(err, "give more text") ? 2 : 1, "%s", err);
         goto out;
@@ -513,16 +606,27 @@ static int cmd_prepare(const Args *a) {
             (double)p.text_bytes / 1e6 / el, nt);
     rc = 0;
 out:
+    if (reader_started) {
+        pthread_mutex_lock(&q.mu);
+        atomic_store(&q.stop, 1);
+        pthread_cond_broadcast(&q.cv);
+        pthread_mutex_unlock(&q.mu);
+        pthread_join(reader, NULL);
+    }
     if (p.tty && rc) fputc('\n', stderr);
-    if (r_open) docreader_close(&r);
     if (w_open) corpus_abort(&w);
     for (int i = 0; enc && i < nt; i++) tok_encoder_free(enc[i]);
     free(enc);
-    for (size_t i = 0; i < b.cap_out; i++) tokvec_free(&b.out[i]);
-    free(b.out);
-    free(b.segs);
-    free(b.items);
-    bytebuf_free(&b.text);
+    for (int k = 0; k < 2; k++) {
+        Batch *b = &q.b[k];
+        for (size_t i = 0; i < b->cap_out; i++) tokvec_free(&b->out[i]);
+        free(b->out);
+        free(b->segs);
+        free(b->items);
+        bytebuf_free(&b->text);
+    }
+    pthread_mutex_destroy(&q.mu);
+    pthread_cond_destroy(&q.cv);
     free(p.stat);
     pathlist_free(&p.files);
     tok_free(t);
