@@ -79,6 +79,13 @@ check '[ -s $W/five.txt ] && [ "$(head -c $(stat -c %s $W/five.txt) $W/head.txt)
 expect 0 "" -- "$SG" train --tier cpu-tiny --data "$W/s1" --iters 2 --warmup 1 --val_every 0 --val_batches_final 1 --micro_batch 2 --ckpt_every 0 --out "$W/run"
 check '[ -f $W/run/result.json ]' "sgtrain trains on the shards"
 
+# On a terminal, a progress bar; in a pipe (Slurm logs), only the summary line.
+if command -v script >/dev/null; then
+    script -qec "$TOK prepare --vocab $V --val-tokens 100000 --out $W/tty $C" /dev/null >"$W/tty.log" 2>&1
+    check 'tr "\r" "\n" <"$W/tty.log" | grep -qE "^\[#+\.*\] [0-9.]+/[0-9.]+ MB +[0-9.]+ MB/s +[0-9.]+M tokens"' "a progress bar on a terminal"
+    check '[ "$(grep -c "" <<<"$("$TOK" prepare --vocab "$V" --val-tokens 100000 --out "$W/pipe1" "$C" 2>&1)")" = 1 ]' "one summary line when stderr is not a terminal"
+fi
+
 # TinyStories' layout: documents separated by <|endoftext|> lines; JSONL; gzip.
 printf 'Once upon a time.\n<|endoftext|>\nThe end.\n<|endoftext|>\n' >"$W/ts.txt"
 printf '{"text": "Once upon a time."}\n\n{"text": "The end.", "id": 2}\n' >"$W/ts.jsonl"
