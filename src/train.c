@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "checkpoint.h"
@@ -59,7 +60,25 @@ typedef struct {
     Progress prog;
     double elapsed_base; /* wall time of earlier sessions of this run */
     long last_ckpt;      /* step of the newest checkpoint on disk, -1 if none */
+    char fail_reason[256]; /* why the run failed, for failed.json */
+    long fail_step;
 } Run;
+
+/* A failed run says so in its directory (failed.json), so that sweeps and
+ * reports can tell it from one that is still running or was interrupted. */
+static void write_failed(const Run *r) {
+    char path[CFG_PATH + 32], buf[768], err[512];
+    path_join(path, sizeof path, r->c->out, "failed.json");
+    int n = snprintf(buf, sizeof buf, "{\"status\": \"failed\", \"step\": %ld, \"reason\": \"%s\", \"last_checkpoint\": %ld}\n",
+                     r->fail_step, r->fail_reason[0] ? r->fail_reason : "unknown", r->last_ckpt);
+    if (n > 0 && (size_t)n < sizeof buf && fs_write_atomic(path, buf, (size_t)n, err, sizeof err))
+        fprintf(stderr, "sgtrain: %s\n", err);
+}
+
+static void set_failed(Run *r, const char *why, long step) {
+    snprintf(r->fail_reason, sizeof r->fail_reason, "%s", why);
+    r->fail_step = step;
+}
 
 static int save_checkpoint(Run *r, long step) {
     char err[512];
@@ -202,7 +221,8 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     return rc;
 }
 
-static void report_divergence(const Run *r, const char *what, long step) {
+static void report_divergence(Run *r, const char *what, long step) {
+    set_failed(r, what, step);
     if (r->last_ckpt >= 0)
         fprintf(stderr, "sgtrain: %s at step %ld; stopping. The last good checkpoint (step %ld) is kept in %s\n",
                 what, step, r->last_ckpt, r->ckpt_path);
@@ -278,6 +298,7 @@ static int run_loop(Run *r, long start) {
         int want_ckpt = (c->ckpt_every > 0 && done % c->ckpt_every == 0) || g_stop_signal || stop_here;
         if (want_ckpt && done < c->iters) {
             if (save_checkpoint(r, done)) {
+                set_failed(r, "writing the checkpoint failed", done);
                 status = TRAIN_FAILED;
                 step++;
                 break;
@@ -301,7 +322,10 @@ static int run_loop(Run *r, long start) {
     if (status == TRAIN_OK) {
         /* The final state is checkpointed before the (long) final evaluation
          * so that a pre-emption there loses no training. */
-        if (save_checkpoint(r, c->iters)) status = TRAIN_FAILED;
+        if (save_checkpoint(r, c->iters)) {
+            set_failed(r, "writing the checkpoint failed", c->iters);
+            status = TRAIN_FAILED;
+        }
     }
     if (status == TRAIN_OK) {
         double val = eval_loss(m, &r->data, c->val_batches_final);
@@ -311,8 +335,10 @@ static int run_loop(Run *r, long start) {
         double tok_s = wall > 0 ? (double)c->iters * G * T / wall : 0;
         if (!isfinite(val)) {
             fprintf(stderr, "sgtrain: the final validation loss is not finite\n");
+            set_failed(r, "the final validation loss is not finite", c->iters);
             status = TRAIN_FAILED;
         } else if (write_result(r, c->iters, val, wall, tok_s)) {
+            set_failed(r, "writing result.json failed", c->iters);
             status = TRAIN_FAILED;
         } else {
             fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs\n",
@@ -395,7 +421,13 @@ int train_run(const Config *c) {
                     "%d threads, BLAS %s\n",
             c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),
             model_count_arm_extra(&r.m), op_threads(), SG_BLAS_NAME);
+    {
+        char fpath[CFG_PATH + 32];
+        path_join(fpath, sizeof fpath, c->out, "failed.json");
+        unlink(fpath); /* an earlier attempt's; this one decides anew */
+    }
     status = run_loop(&r, start);
+    if (status == TRAIN_FAILED) write_failed(&r);
 done:
     if (r.metrics) fclose(r.metrics);
     model_free(&r.m);

@@ -172,6 +172,7 @@ expect 0 "resuming" -- "$SG" $T --arm baseline --iters 30 --out "$W/k"
 # --- a diverging run stops at the step, keeping the last good checkpoint --
 expect 1 "(NaN|infinite|not finite).* at step [0-9]+" -- "$SG" $T --arm projgate --lr 1e30 --lr_min 0 --warmup 0 --ckpt_every 1 --out "$W/nan"
 check "[ ! -f $W/nan/result.json ]" "no result.json after divergence"
+check "grep -qE '\"status\": \"failed\", \"step\": [0-9]+, \"reason\": \"the (training loss is (NaN|infinite)|gradient norm is not finite)\"' $W/nan/failed.json" "failed.json names the step and the reason"
 if [ -f "$W/nan/checkpoint.bin" ]; then
     expect 0 "wrote" -- "$SG" export "$W/nan" -o "$W/nan.safetensors"
 fi
