@@ -47,6 +47,7 @@ static inline unsigned char *read_all(const char *path, size_t *n) {
     fseek(f, 0, SEEK_SET);
     unsigned char *b = malloc(*n + 1);
     if (fread(b, 1, *n, f) != *n) *n = 0;
+    b[*n] = 0; /* text files can be searched with strstr */
     fclose(f);
     return b;
 }

@@ -9,10 +9,11 @@
 #   libpcre2-dev libssl-dev      GPT-2's pre-tokenizer pattern (PCRE2), SHA-256 of vocabularies
 #   python3 python3-pip python3-venv   test references: the export check, tiktoken in
 #                                build/venv (the tokenizer's reference); fetching MKL and data
+#   gnuplot-nox                  the report's figures (sgreport: PNG via pngcairo, and SVG)
 # and then, unless SG_NO_MKL=1, Intel oneMKL from PyPI into build/deps/mkl
 # (tools/fetch-mkl.sh): `make` links whichever BLAS measures fastest.
 set -eu
-pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv"
+pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv gnuplot-nox"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

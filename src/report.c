@@ -1,0 +1,928 @@
+/* Tables and figures of a report (see report.h and docs/report.md). */
+#include "report.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arms.h"
+#include "errmsg.h"
+#include "fsutil.h"
+#include "pairstat.h"
+#include "report_plot.h"
+
+/* ---- the grid: group x arm x seed -> final loss ------------------------------ */
+
+typedef struct {
+    const RunSet *rs;
+    int G, A, S;
+    long *seeds;            /* S distinct seeds, ascending */
+    double *loss;           /* [G][A][S] */
+    unsigned char *has;     /* a done run is there */
+    const RunRec **first;   /* the run shown in Table 5, any status */
+    int base, ref;          /* arm indices */
+} Grid;
+
+#define AT(gr, g, a, s) ((((size_t)(g) * (gr)->A) + (size_t)(a)) * (gr)->S + (size_t)(s))
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+static int seed_index(const Grid *gr, long seed) {
+    int lo = 0, hi = gr->S - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (gr->seeds[mid] == seed) return mid;
+        if (gr->seeds[mid] < seed) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int arm_index(const char *name) {
+    for (int i = 0; i < arm_count(); i++)
+        if (!strcmp(arm_at(i)->name, name)) return i;
+    return -1;
+}
+
+static int arm_by_caps(ZeroOption z, FilterKind f, FilterSlot slot) {
+    for (int i = 0; i < arm_count(); i++) {
+        const Arm *a = arm_at(i);
+        if (a->zero == z && a->filter == f && a->slot == slot) return i;
+    }
+    return -1;
+}
+
+static int grid_build(Grid *gr, const RunSet *rs, const ReportOpts *o, char *err, size_t errlen) {
+    memset(gr, 0, sizeof *gr);
+    gr->rs = rs;
+    gr->G = rs->n_groups;
+    gr->A = arm_count();
+    gr->base = o->baseline ? arm_index(o->baseline) : arm_by_caps(ZERO_NONE, FILTER_NONE, FSLOT_VALUE);
+    gr->ref = o->reference ? arm_index(o->reference) : arm_by_caps(ZERO_PHANTOM_LEARNED, FILTER_NONE, FSLOT_VALUE);
+    if (gr->base < 0) return sg_fail(err, errlen, "--baseline %s: unknown arm (known: %s)", o->baseline, arm_names());
+    if (gr->ref < 0) return sg_fail(err, errlen, "--reference %s: unknown arm (known: %s)", o->reference, arm_names());
+    gr->seeds = malloc((rs->n + 1) * sizeof *gr->seeds);
+    if (!gr->seeds) return sg_fail(err, errlen, "out of memory");
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->v[i].group >= 0 && rs->v[i].seed >= 0) gr->seeds[gr->S++] = rs->v[i].seed;
+    qsort(gr->seeds, (size_t)gr->S, sizeof *gr->seeds, cmp_long);
+    int k = 0;
+    for (int i = 0; i < gr->S; i++)
+        if (i == 0 || gr->seeds[i] != gr->seeds[k - 1]) gr->seeds[k++] = gr->seeds[i];
+    gr->S = k;
+    size_t cells = (size_t)gr->G * gr->A * (gr->S ? gr->S : 1);
+    gr->loss = calloc(cells, sizeof *gr->loss);
+    gr->has = calloc(cells, 1);
+    gr->first = calloc(cells, sizeof *gr->first);
+    if (!gr->loss || !gr->has || !gr->first) return sg_fail(err, errlen, "out of memory");
+    return 0;
+}
+
+static void grid_free(Grid *gr) {
+    free(gr->seeds);
+    free(gr->loss);
+    free(gr->has);
+    free(gr->first);
+}
+
+/* ---- text accumulation ------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} Buf;
+
+static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(Buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->p && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t c = b->cap ? b->cap : 65536;
+        while (c <= b->n + (size_t)k) c *= 2;
+        char *q = realloc(b->p, c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+}
+
+/* CSV field: quoted when it holds a comma, quote or newline. */
+static void csv_str(Buf *b, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        bprintf(b, "%s", s);
+        return;
+    }
+    bprintf(b, "\"");
+    for (; *s; s++) bprintf(b, *s == '"' ? "\"\"" : "%c", *s);
+    bprintf(b, "\"");
+}
+
+static void csv_num(Buf *b, double x, int present) {
+    if (present && isfinite(x)) bprintf(b, "%.17g", x);
+}
+
+static const char *label_of(int a) { return arm_at(a)->label; }
+
+/* Markdown cells.  Differences: "-0.0185 ± 0.0033 (3/3)": mean ± SE over the
+ * paired seeds, then how many pairs improved out of how many. */
+static void md_paired(Buf *b, Paired p, int sign) {
+    if (p.n == 0) {
+        bprintf(b, " – |");
+        return;
+    }
+    double m = sign * p.mean;
+    if (p.n == 1) bprintf(b, " %+.4f (1 seed) |", m);
+    else bprintf(b, " %+.4f ± %.4f (%d/%d) |", m, p.se, sign > 0 ? p.improved : p.n - p.improved, p.n);
+}
+
+static json_object *j_paired(Paired p, int sign) {
+    if (p.n == 0) return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "n", json_object_new_int(p.n));
+    json_object_object_add(o, "mean", json_object_new_double(sign * p.mean));
+    json_object_object_add(o, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
+    json_object_object_add(o, "improved", json_object_new_int(p.improved));
+    return o;
+}
+
+static Paired pair_at(const Grid *gr, int g, int a, int b) {
+    return paired_diff(&gr->loss[AT(gr, g, a, 0)], &gr->has[AT(gr, g, a, 0)], &gr->loss[AT(gr, g, b, 0)],
+                       &gr->has[AT(gr, g, b, 0)], gr->S);
+}
+
+static int arm_present(const Grid *gr, int a) {
+    for (int g = 0; g < gr->G; g++)
+        for (int s = 0; s < gr->S; s++)
+            if (gr->has[AT(gr, g, a, s)]) return 1;
+    return 0;
+}
+
+/* ---- Table 1 ------------------------------------------------------------------ */
+
+static void table1(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
+    int G = gr->G;
+    bprintf(md, "## Table 1: final validation loss and paired improvements\n\n"
+                "Differences are arm minus reference in nats (negative is better), the mean over the "
+                "seeds trained for both arms ± its standard error, then (k/n): k of the n paired seeds "
+                "improved. A single pair is marked (1 seed).\n\n| Arm |");
+    for (int g = 0; g < G; g++) bprintf(md, " %s |", gr->rs->groups[g]);
+    bprintf(md, "\n|---|");
+    for (int g = 0; g < G; g++) bprintf(md, "---|");
+    bprintf(csv, "block,arm,reference,tier,n,improved,mean,se\n");
+    json_object *jg = json_object_new_array();
+    for (int g = 0; g < G; g++) json_object_array_add(jg, json_object_new_string(gr->rs->groups[g]));
+    json_object_object_add(js, "tiers", jg);
+
+    bprintf(md, "\n| **%s loss** |", label_of(gr->base));
+    for (int g = 0; g < G; g++) bprintf(md, " |");
+    bprintf(md, "\n| %s |", label_of(gr->base));
+    json_object *jb = json_object_new_object();
+    for (int g = 0; g < G; g++) {
+        Paired p = plain_mean(&gr->loss[AT(gr, g, gr->base, 0)], &gr->has[AT(gr, g, gr->base, 0)], gr->S);
+        if (!p.n) bprintf(md, " – |");
+        else bprintf(md, " %.4f (%d seed%s) |", p.mean, p.n, p.n > 1 ? "s" : "");
+        bprintf(csv, "loss,%s,,", arm_at(gr->base)->name);
+        csv_str(csv, gr->rs->groups[g]);
+        bprintf(csv, ",%d,,", p.n);
+        csv_num(csv, p.mean, p.n > 0);
+        bprintf(csv, ",");
+        csv_num(csv, p.se, p.n > 1);
+        bprintf(csv, "\n");
+        json_object *c = NULL;
+        if (p.n) {
+            c = json_object_new_object();
+            json_object_object_add(c, "n", json_object_new_int(p.n));
+            json_object_object_add(c, "mean", json_object_new_double(p.mean));
+            json_object_object_add(c, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
+        }
+        json_object_object_add(jb, gr->rs->groups[g], c);
+    }
+    json_object_object_add(js, "baseline_loss", jb);
+
+    for (int block = 0; block < 2; block++) {
+        int ref = block == 0 ? gr->base : gr->ref;
+        if (block == 0)
+            bprintf(md, "\n| **Improvement over %s (paired per seed)** |", label_of(ref));
+        else
+            bprintf(md, "\n| **Improvement over %s (filtering with abstention held fixed)** |", label_of(ref));
+        for (int g = 0; g < G; g++) bprintf(md, " |");
+        json_object *rows = json_object_new_array();
+        for (int a = 0; a < gr->A; a++) {
+            const Arm *arm = arm_at(a);
+            if (a == ref || !arm_present(gr, a)) continue;
+            if (block == 1 && !(arm->filter != FILTER_NONE && arm->slot == FSLOT_VALUE)) continue;
+            bprintf(md, "\n| %s |", arm->label);
+            json_object *row = json_object_new_object(), *cells = json_object_new_object();
+            json_object_object_add(row, "arm", json_object_new_string(arm->name));
+            json_object_object_add(row, "label", json_object_new_string(arm->label));
+            for (int g = 0; g < G; g++) {
+                Paired p = pair_at(gr, g, a, ref);
+                md_paired(md, p, 1);
+                bprintf(csv, "%s,%s,%s,", block ? "vs_reference" : "vs_baseline", arm->name, arm_at(ref)->name);
+                csv_str(csv, gr->rs->groups[g]);
+                bprintf(csv, ",%d,%d,", p.n, p.improved);
+                csv_num(csv, p.mean, p.n > 0);
+                bprintf(csv, ",");
+                csv_num(csv, p.se, p.n > 1);
+                bprintf(csv, "\n");
+                json_object_object_add(cells, gr->rs->groups[g], j_paired(p, 1));
+            }
+            json_object_object_add(row, "cells", cells);
+            json_object_array_add(rows, row);
+        }
+        json_object_object_add(js, block ? "vs_reference" : "vs_baseline", rows);
+    }
+    json_object_object_add(js, "baseline", json_object_new_string(arm_at(gr->base)->name));
+    json_object_object_add(js, "reference", json_object_new_string(arm_at(gr->ref)->name));
+    bprintf(md, "\n\n");
+}
+
+/* ---- Table 2 ------------------------------------------------------------------ */
+
+static void table2(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
+    bprintf(md, "## Table 2: two-by-two decomposition\n\n"
+                "Improvements over %s in nats (positive is better), paired per seed, mean ± SE. "
+                "Sink, gate and both: %s, the gate alone and the combined arm against %s. "
+                "Overlap = sink + gate − both. Filter: the combined arm against %s, paired per seed.\n\n"
+                "| Form | Tier | Sink | Gate | Both | Overlap | Filter |\n|---|---|---|---|---|---|---|\n",
+                label_of(gr->base), label_of(gr->ref), label_of(gr->base), label_of(gr->ref));
+    bprintf(csv, "form,tier,quantity,n,mean,se\n");
+    json_object *rows = json_object_new_array();
+    static const struct {
+        FilterKind f;
+        const char *name;
+    } forms[] = {{FILTER_NORM, "norm"}, {FILTER_PROJ, "projection"}};
+    for (int fi = 0; fi < 2; fi++) {
+        int gate = arm_by_caps(ZERO_NONE, forms[fi].f, FSLOT_VALUE);
+        int both = arm_by_caps(arm_at(gr->ref)->zero, forms[fi].f, FSLOT_VALUE);
+        if (gate < 0 || both < 0) continue;
+        int first = 1;
+        for (int g = 0; g < gr->G; g++) {
+            Paired q[5];
+            q[0] = pair_at(gr, g, gr->ref, gr->base);
+            q[1] = pair_at(gr, g, gate, gr->base);
+            q[2] = pair_at(gr, g, both, gr->base);
+            q[4] = pair_at(gr, g, both, gr->ref);
+            if (!q[0].n && !q[1].n && !q[2].n && !q[4].n) continue;
+            int ov = q[0].n && q[1].n && q[2].n;
+            /* improvements are positive: minus the differences */
+            double overlap = ov ? -q[0].mean - q[1].mean + q[2].mean : 0;
+            bprintf(md, "| %s | %s |", first ? forms[fi].name : "", gr->rs->groups[g]);
+            first = 0;
+            static const char *qn[5] = {"sink", "gate", "both", "overlap", "filter"};
+            json_object *row = json_object_new_object();
+            json_object_object_add(row, "form", json_object_new_string(forms[fi].name));
+            json_object_object_add(row, "tier", json_object_new_string(gr->rs->groups[g]));
+            json_object_object_add(row, "gate_arm", json_object_new_string(arm_at(gate)->name));
+            json_object_object_add(row, "both_arm", json_object_new_string(arm_at(both)->name));
+            for (int k = 0; k < 5; k++) {
+                bprintf(csv, "%s,", forms[fi].name);
+                csv_str(csv, gr->rs->groups[g]);
+                if (k == 3) {
+                    bprintf(md, ov ? " %.4f |" : " – |", overlap);
+                    bprintf(csv, ",overlap,,");
+                    csv_num(csv, overlap, ov);
+                    bprintf(csv, ",\n");
+                    json_object_object_add(row, "overlap", ov ? json_object_new_double(overlap) : NULL);
+                    continue;
+                }
+                Paired p = q[k];
+                if (!p.n) bprintf(md, " – |");
+                else if (p.n == 1) bprintf(md, " %.4f (1 seed) |", -p.mean);
+                else bprintf(md, " %.4f ± %.4f |", -p.mean, p.se);
+                bprintf(csv, ",%s,%d,", qn[k], p.n);
+                csv_num(csv, -p.mean, p.n > 0);
+                bprintf(csv, ",");
+                csv_num(csv, p.se, p.n > 1);
+                bprintf(csv, "\n");
+                json_object_object_add(row, qn[k], j_paired(p, -1));
+            }
+            bprintf(md, "\n");
+            json_object_array_add(rows, row);
+        }
+    }
+    json_object_object_add(js, "rows", rows);
+    bprintf(md, "\n");
+}
+
+/* ---- Table 5 ------------------------------------------------------------------ */
+
+static void table5(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
+    bprintf(md, "## Table 5: final validation loss of every run\n\n"
+                "– : no run directory for that seed. Runs that did not finish show their state.\n\n| Tier | Arm |");
+    for (int s = 0; s < gr->S; s++) bprintf(md, " seed %ld |", gr->seeds[s]);
+    bprintf(md, " mean |\n|---|---|");
+    for (int s = 0; s <= gr->S; s++) bprintf(md, "---|");
+    bprintf(md, "\n");
+    bprintf(csv, "tier,arm,seed,status,final_val_loss,run\n");
+    json_object *rows = json_object_new_array();
+    static const char *st[] = {"done", "failed", "unfinished", "corrupt"};
+    for (int g = 0; g < gr->G; g++) {
+        int first = 1;
+        for (int a = 0; a < gr->A; a++) {
+            int any = 0;
+            for (int s = 0; s < gr->S; s++) any |= gr->first[AT(gr, g, a, s)] != NULL;
+            if (!any) continue;
+            bprintf(md, "| %s | %s |", first ? gr->rs->groups[g] : "", label_of(a));
+            first = 0;
+            json_object *row = json_object_new_object(), *seeds = json_object_new_object();
+            json_object_object_add(row, "tier", json_object_new_string(gr->rs->groups[g]));
+            json_object_object_add(row, "arm", json_object_new_string(arm_at(a)->name));
+            for (int s = 0; s < gr->S; s++) {
+                const RunRec *r = gr->first[AT(gr, g, a, s)];
+                char key[32];
+                snprintf(key, sizeof key, "%ld", gr->seeds[s]);
+                if (!r) {
+                    bprintf(md, " – |");
+                    continue;
+                }
+                if (gr->has[AT(gr, g, a, s)]) bprintf(md, " %.4f |", gr->loss[AT(gr, g, a, s)]);
+                else if (r->status == RUN_FAILED) bprintf(md, " failed at %ld |", r->step);
+                else bprintf(md, " %s %ld/%ld |", st[r->status], r->step, r->iters);
+                int done = gr->has[AT(gr, g, a, s)];
+                csv_str(csv, gr->rs->groups[g]);
+                bprintf(csv, ",%s,%ld,%s,", arm_at(a)->name, gr->seeds[s], done ? "done" : st[r->status]);
+                csv_num(csv, gr->loss[AT(gr, g, a, s)], done);
+                bprintf(csv, ",");
+                csv_str(csv, r->dir);
+                bprintf(csv, "\n");
+                json_object_object_add(seeds, key, done ? json_object_new_double(gr->loss[AT(gr, g, a, s)])
+                                                        : json_object_new_string(st[r->status]));
+            }
+            Paired m = plain_mean(&gr->loss[AT(gr, g, a, 0)], &gr->has[AT(gr, g, a, 0)], gr->S);
+            if (m.n) bprintf(md, " %.4f |\n", m.mean);
+            else bprintf(md, " – |\n");
+            json_object_object_add(row, "seeds", seeds);
+            json_object_object_add(row, "mean", m.n ? json_object_new_double(m.mean) : NULL);
+            json_object_object_add(row, "n", json_object_new_int(m.n));
+            json_object_array_add(rows, row);
+        }
+    }
+    json_object_object_add(js, "seeds", json_object_new_array());
+    for (int s = 0; s < gr->S; s++)
+        json_object_array_add(json_object_object_get(js, "seeds"), json_object_new_int64(gr->seeds[s]));
+    json_object_object_add(js, "rows", rows);
+    bprintf(md, "\n");
+}
+
+/* ---- analysis tables: values aggregated over seeds per (tier, sub, arm, column) --- */
+
+typedef struct {
+    int g, a, sub;   /* sub: index into Agg.subs (condition, override...) */
+    double x;        /* column: a dose, or an index into Agg.cols */
+    double *v;
+    int n, cap;
+} Cell;
+
+typedef struct {
+    Cell *c;
+    int n, cap;
+    char **subs, **cols;
+    int nsubs, ncols;
+    int oom;
+} Agg;
+
+static int name_index(char ***list, int *n, const char *s, int *oom) {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp((*list)[i], s)) return i;
+    char **l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
+    if (!l || !(l[*n] = strdup(s))) {
+        *oom = 1;
+        if (l) *list = l;
+        return 0;
+    }
+    *list = l;
+    return (*n)++;
+}
+
+static void agg_add(Agg *ag, int g, int a, int sub, double x, double v) {
+    int i = ag->n - 1;
+    while (i >= 0 && !(ag->c[i].g == g && ag->c[i].a == a && ag->c[i].sub == sub && ag->c[i].x == x)) i--;
+    if (i < 0) {
+        if (ag->n == ag->cap) {
+            int c = ag->cap ? 2 * ag->cap : 64;
+            Cell *nc = realloc(ag->c, (size_t)c * sizeof *nc);
+            if (!nc) {
+                ag->oom = 1;
+                return;
+            }
+            ag->c = nc;
+            ag->cap = c;
+        }
+        i = ag->n++;
+        ag->c[i] = (Cell){g, a, sub, x, NULL, 0, 0};
+    }
+    Cell *c = &ag->c[i];
+    if (c->n == c->cap) {
+        int k = c->cap ? 2 * c->cap : 4;
+        double *nv = realloc(c->v, (size_t)k * sizeof *nv);
+        if (!nv) {
+            ag->oom = 1;
+            return;
+        }
+        c->v = nv;
+        c->cap = k;
+    }
+    c->v[c->n++] = v;
+}
+
+static void agg_free(Agg *ag) {
+    for (int i = 0; i < ag->n; i++) free(ag->c[i].v);
+    free(ag->c);
+    for (int i = 0; i < ag->nsubs; i++) free(ag->subs[i]);
+    for (int i = 0; i < ag->ncols; i++) free(ag->cols[i]);
+    free(ag->subs);
+    free(ag->cols);
+    memset(ag, 0, sizeof *ag);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Distinct column values, ascending. */
+static int agg_columns(const Agg *ag, double *xs) {
+    int n = 0;
+    for (int i = 0; i < ag->n; i++) {
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++) seen = xs[k] == ag->c[i].x;
+        if (!seen) xs[n++] = ag->c[i].x;
+    }
+    qsort(xs, (size_t)n, sizeof *xs, cmp_double);
+    return n;
+}
+
+static Paired cell_stat(const Agg *ag, int g, int sub, int a, double x) {
+    for (int i = 0; i < ag->n; i++) {
+        const Cell *c = &ag->c[i];
+        if (c->g == g && c->sub == sub && c->a == a && c->x == x) {
+            unsigned char has[c->n > 0 ? c->n : 1];
+            memset(has, 1, sizeof has);
+            return plain_mean(c->v, has, c->n);
+        }
+    }
+    return (Paired){0, 0, 0, -1};
+}
+
+static int row_exists(const Agg *ag, int g, int sub, int a) {
+    for (int i = 0; i < ag->n; i++)
+        if (ag->c[i].g == g && ag->c[i].sub == sub && ag->c[i].a == a) return 1;
+    return 0;
+}
+
+static int json_num(json_object *o, const char *key, double *x) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v)) return 0;
+    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) return 0;
+    *x = json_object_get_double(v);
+    return isfinite(*x);
+}
+
+static const char *json_str(json_object *o, const char *key) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string)) return NULL;
+    return json_object_get_string(v);
+}
+
+/* Fill AG from every done run's analysis file of KIND.  Malformed entries
+ * are counted in *bad and named in PROBLEMS. */
+static void agg_collect(const RunSet *rs, int kind, Agg *ag, int *bad, Buf *problems) {
+    for (size_t i = 0; i < rs->n; i++) {
+        const RunRec *r = &rs->v[i];
+        json_object *o = r->analysis[kind], *res;
+        if (!o || r->group < 0) continue;
+        int a = arm_index(r->arm);
+        if (a < 0) continue;
+        if (kind == AN_INJECTION || kind == AN_PROBES) {
+            double clean = 0;
+            if (kind == AN_INJECTION && !json_num(o, "clean_val_loss", &clean)) {
+                (*bad)++;
+                bprintf(problems, "- %s/analysis/injection.json: no finite \"clean_val_loss\"\n", r->dir);
+                continue;
+            }
+            if (!json_object_object_get_ex(o, "results", &res) || !json_object_is_type(res, json_type_array)) {
+                (*bad)++;
+                bprintf(problems, "- %s/analysis/%s.json: no \"results\" array\n", r->dir, analysis_names[kind]);
+                continue;
+            }
+            for (size_t k = 0; k < json_object_array_length(res); k++) {
+                json_object *e = json_object_array_get_idx(res, k);
+                double dose, loss;
+                const char *s1 = json_str(e, kind == AN_INJECTION ? "junk" : "override");
+                const char *s2 = kind == AN_INJECTION ? json_str(e, "cutoff") : "";
+                if (!s1 || !s2 || !json_num(e, "dose", &dose) || !json_num(e, "val_loss", &loss)) {
+                    (*bad)++;
+                    bprintf(problems, "- %s/analysis/%s.json: result %zu lacks %s\n", r->dir,
+                            analysis_names[kind], k,
+                            kind == AN_INJECTION ? "junk, cutoff, dose or val_loss" : "override, dose or val_loss");
+                    continue;
+                }
+                char sub[128];
+                if (kind == AN_INJECTION) snprintf(sub, sizeof sub, "%s (%s)", s1, s2);
+                else snprintf(sub, sizeof sub, "%s", s1);
+                int si = name_index(&ag->subs, &ag->nsubs, sub, &ag->oom);
+                agg_add(ag, r->group, a, si, dose, kind == AN_INJECTION ? loss - clean : loss);
+            }
+        } else {
+            int si = name_index(&ag->subs, &ag->nsubs, "", &ag->oom);
+            json_object_object_foreach(o, key, val) {
+                if (!strcmp(key, "kind") || !strcmp(key, "version")) continue;
+                if (!json_object_is_type(val, json_type_double) && !json_object_is_type(val, json_type_int)) continue;
+                int ci = name_index(&ag->cols, &ag->ncols, key, &ag->oom);
+                agg_add(ag, r->group, a, si, ci, json_object_get_double(val));
+            }
+        }
+    }
+}
+
+/* One analysis table: rows (tier, sub, arm), columns XS (doses, or names). */
+static void agg_table(const Grid *gr, const Agg *ag, const char *title, const char *note, const char *subhead,
+                      const char *colfmt, int signed_vals, Buf *md, Buf *csv, json_object *jrows) {
+    double xs[ag->n > 0 ? ag->n : 1];
+    int nx = agg_columns(ag, xs);
+    bprintf(md, "## %s\n\n%s\n\n| Tier |", title, note);
+    if (subhead) bprintf(md, " %s |", subhead);
+    bprintf(md, " Arm |");
+    for (int k = 0; k < nx; k++) {
+        if (ag->ncols) bprintf(md, " %s |", ag->cols[(int)xs[k]]);
+        else {
+            bprintf(md, " ");
+            bprintf(md, colfmt, xs[k]);
+            bprintf(md, " |");
+        }
+    }
+    bprintf(md, "\n|---|%s---|", subhead ? "---|" : "");
+    for (int k = 0; k < nx; k++) bprintf(md, "---|");
+    bprintf(md, "\n");
+    bprintf(csv, "tier,%sarm,column,n,mean,se\n", subhead ? "condition," : "");
+    for (int g = 0; g < gr->G; g++)
+        for (int sub = 0; sub < (ag->nsubs ? ag->nsubs : 1); sub++)
+            for (int a = 0; a < gr->A; a++) {
+                if (!row_exists(ag, g, sub, a)) continue;
+                bprintf(md, "| %s |", gr->rs->groups[g]);
+                if (subhead) bprintf(md, " %s |", ag->subs[sub]);
+                bprintf(md, " %s |", label_of(a));
+                json_object *row = json_object_new_object(), *cells = json_object_new_object();
+                json_object_object_add(row, "tier", json_object_new_string(gr->rs->groups[g]));
+                if (subhead) json_object_object_add(row, "condition", json_object_new_string(ag->subs[sub]));
+                json_object_object_add(row, "arm", json_object_new_string(arm_at(a)->name));
+                for (int k = 0; k < nx; k++) {
+                    Paired p = cell_stat(ag, g, sub, a, xs[k]);
+                    char col[64];
+                    if (ag->ncols) snprintf(col, sizeof col, "%s", ag->cols[(int)xs[k]]);
+                    else snprintf(col, sizeof col, "%g", xs[k]);
+                    if (!p.n) bprintf(md, " – |");
+                    else if (p.n == 1) bprintf(md, signed_vals ? " %+.3f |" : " %.4f |", p.mean);
+                    else bprintf(md, signed_vals ? " %+.3f ± %.3f (%d seeds) |" : " %.4f ± %.4f (%d seeds) |", p.mean, p.se, p.n);
+                    if (!p.n) continue;
+                    csv_str(csv, gr->rs->groups[g]);
+                    bprintf(csv, ",");
+                    if (subhead) {
+                        csv_str(csv, ag->subs[sub]);
+                        bprintf(csv, ",");
+                    }
+                    bprintf(csv, "%s,%s,%d,", arm_at(a)->name, col, p.n);
+                    csv_num(csv, p.mean, 1);
+                    bprintf(csv, ",");
+                    csv_num(csv, p.se, p.n > 1);
+                    bprintf(csv, "\n");
+                    json_object_object_add(cells, col, j_paired(p, 1));
+                }
+                bprintf(md, "\n");
+                json_object_object_add(row, "cells", cells);
+                json_object_array_add(jrows, row);
+            }
+    bprintf(md, "\n");
+}
+
+/* ---- figures ------------------------------------------------------------------- */
+
+static void sanitize(char *s) {
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '-'))
+            *s = '_';
+}
+
+static void note_figure(int rc, const char *file, const char *caption, Buf *md, ReportSummary *sum, Buf *problems,
+                        const char *err) {
+    if (rc == 0) {
+        sum->figures++;
+        bprintf(md, "![%s](figures/%s.png)\n\n*%s* ([SVG](figures/%s.svg))\n\n", caption, file, caption, file);
+    } else if (rc == 1) {
+        sum->figures_undrawn++;
+        bprintf(md, "*%s*: not drawn (gnuplot is not installed); data and script in figures/%s.dat, %s.gp\n\n",
+                caption, file, file);
+    } else
+        bprintf(problems, "- figure %s: %s\n", file, err);
+}
+
+static void figure1(const Grid *gr, const char *figdir, Buf *md, ReportSummary *sum, Buf *problems) {
+    int norm_both = arm_by_caps(arm_at(gr->ref)->zero, FILTER_NORM, FSLOT_VALUE);
+    int proj_both = arm_by_caps(arm_at(gr->ref)->zero, FILTER_PROJ, FSLOT_VALUE);
+    const char *cats[gr->G > 0 ? gr->G : 1];
+    PlotValue v[3][gr->G > 0 ? gr->G : 1];
+    int nc = 0;
+    for (int g = 0; g < gr->G; g++) {
+        Paired p[3] = {pair_at(gr, g, gr->ref, gr->base),
+                       norm_both >= 0 ? pair_at(gr, g, norm_both, gr->ref) : (Paired){0, 0, 0, -1},
+                       proj_both >= 0 ? pair_at(gr, g, proj_both, gr->ref) : (Paired){0, 0, 0, -1}};
+        if (!p[0].n && !p[1].n && !p[2].n) continue;
+        cats[nc] = gr->rs->groups[g];
+        for (int k = 0; k < 3; k++) v[k][nc] = (PlotValue){-p[k].mean, p[k].n > 1 ? p[k].se : -1, p[k].n > 0};
+        nc++;
+    }
+    if (!nc) return;
+    char n0[160], n1[160], n2[160];
+    snprintf(n0, sizeof n0, "zero option (%s over %s)", label_of(gr->ref), label_of(gr->base));
+    snprintf(n1, sizeof n1, "filtering, norm gate (%s over %s)", norm_both >= 0 ? label_of(norm_both) : "-", label_of(gr->ref));
+    snprintf(n2, sizeof n2, "filtering, projection gate (%s over %s)", proj_both >= 0 ? label_of(proj_both) : "-", label_of(gr->ref));
+    PlotSeries s[3] = {{n0, v[0]}, {n1, v[1]}, {n2, v[2]}};
+    char err[512] = "";
+    int rc = plot_categories(figdir, "fig1a-increments", "The two primitives across scale",
+                             "improvement (nats)", cats, nc, s, 3, err, sizeof err);
+    note_figure(rc, "fig1a-increments",
+                "Figure 1(a): zero-option increment and filtering increments, paired per seed, ± SE "
+                "(no bar: a single seed)", md, sum, problems, err);
+}
+
+static void figure2(const Grid *gr, const Agg *ag, const char *figdir, Buf *md, ReportSummary *sum, Buf *problems) {
+    double xs[ag->n > 0 ? ag->n : 1];
+    int nx = agg_columns(ag, xs);
+    for (int g = 0; g < gr->G; g++)
+        for (int sub = 0; sub < ag->nsubs; sub++) {
+            PlotValue vals[gr->A][nx > 0 ? nx : 1];
+            PlotSeries series[gr->A];
+            int ns = 0;
+            for (int a = 0; a < gr->A; a++) {
+                if (!row_exists(ag, g, sub, a)) continue;
+                for (int k = 0; k < nx; k++) {
+                    Paired p = cell_stat(ag, g, sub, a, xs[k]);
+                    vals[ns][k] = (PlotValue){p.mean, p.n > 1 ? p.se : -1, p.n > 0};
+                }
+                series[ns] = (PlotSeries){label_of(a), vals[ns]};
+                ns++;
+            }
+            if (!ns) continue;
+            char name[256], title[300], err[512] = "";
+            snprintf(name, sizeof name, "fig2-dose-%s-%s", gr->rs->groups[g], ag->subs[sub]);
+            sanitize(name + 10);
+            snprintf(title, sizeof title, "%s: %s junk", gr->rs->groups[g], ag->subs[sub]);
+            int rc = plot_dose(figdir, name, title, "increase in validation loss (nats)", xs, nx, series, ns, err,
+                               sizeof err);
+            char cap[400];
+            snprintf(cap, sizeof cap, "Figure 2: dose-response at %s, %s junk", gr->rs->groups[g], ag->subs[sub]);
+            note_figure(rc, name, cap, md, sum, problems, err);
+        }
+}
+
+static char *path_cat(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static void curves(const RunSet *rs, const char *figdir, Buf *md, ReportSummary *sum, Buf *problems) {
+    char *dir = path_cat(figdir, "curves");
+    if (!dir) {
+        bprintf(problems, "- loss curves: out of memory\n");
+        return;
+    }
+    bprintf(md, "### Loss curves\n\n");
+    for (size_t i = 0; i < rs->n; i++) {
+        const RunRec *r = &rs->v[i];
+        if (r->status == RUN_CORRUPT || r->group < 0) continue;
+        double *ts, *tl, *vs, *vl;
+        int nt, nv;
+        char err[512] = "";
+        if (runs_read_curves(r->dir, &ts, &tl, &nt, &vs, &vl, &nv, err, sizeof err)) {
+            bprintf(problems, "- loss curve of %s: %s\n", r->dir, err);
+            continue;
+        }
+        char name[256], title[300];
+        snprintf(name, sizeof name, "%s-%s-s%ld", rs->groups[r->group], r->arm, r->seed);
+        sanitize(name);
+        snprintf(title, sizeof title, "%s %s seed %ld", rs->groups[r->group], label_of(arm_index(r->arm)), r->seed);
+        int rc = plot_curve(dir, name, title, ts, tl, nt, vs, vl, nv, err, sizeof err);
+        char file[300];
+        snprintf(file, sizeof file, "curves/%s", name);
+        if (rc == 0) {
+            sum->figures++;
+            bprintf(md, "- [%s](figures/%s.png)\n", title, file);
+        } else if (rc == 1) sum->figures_undrawn++;
+        else bprintf(problems, "- loss curve of %s: %s\n", r->dir, err);
+        free(ts), free(tl), free(vs), free(vl);
+    }
+    free(dir);
+    bprintf(md, "\n");
+}
+
+/* ---- the report ----------------------------------------------------------------- */
+
+static int put_file(const char *dir, const char *name, Buf *b, char *err, size_t errlen) {
+    if (b->oom) return sg_fail(err, errlen, "out of memory writing %s", name);
+    char *path = path_cat(dir, name);
+    if (!path) return sg_fail(err, errlen, "out of memory");
+    int rc = fs_write_atomic(path, b->p ? b->p : "", b->n, err, errlen);
+    free(path);
+    return rc;
+}
+
+int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, ReportSummary *sum, char *err,
+                 size_t errlen) {
+    memset(sum, 0, sizeof *sum);
+    Grid gr;
+    Buf md = {0}, problems = {0}, c1 = {0}, c2 = {0}, c5 = {0}, ca[AN_KINDS] = {{0}};
+    Buf bad_runs = {0}, dups = {0}, missing = {0};
+    json_object *root = json_object_new_object();
+    Agg ag[AN_KINDS] = {{0}};
+    char *figdir = NULL, *tdir = NULL;
+    int rc = -1;
+    if (grid_build(&gr, rs, o, err, errlen)) goto out;
+    sum->runs = (int)rs->n;
+
+    /* fill the grid; duplicates and unfinished runs go to the problems */
+    for (size_t i = 0; i < rs->n; i++) {
+        const RunRec *r = &rs->v[i];
+        sum->done += r->status == RUN_DONE;
+        sum->failed += r->status == RUN_FAILED;
+        sum->unfinished += r->status == RUN_UNFINISHED;
+        sum->corrupt += r->status == RUN_CORRUPT;
+        for (int k = 0; k < AN_KINDS; k++)
+            if (r->analysis_err[k][0]) {
+                sum->analysis_errors++;
+                bprintf(&bad_runs, "- %s\n", r->analysis_err[k]);
+            }
+        int a = arm_index(r->arm), s = seed_index(&gr, r->seed);
+        if (r->status == RUN_CORRUPT) {
+            bprintf(&bad_runs, "- %s: unreadable: %s\n", r->dir, r->why);
+            continue;
+        }
+        if (r->status != RUN_DONE)
+            bprintf(&bad_runs, "- %s: %s %s seed %ld: %s\n", r->dir, r->tier, r->arm, r->seed, r->why);
+        if (a < 0 || s < 0 || r->group < 0) {
+            if (r->status == RUN_DONE) bprintf(&bad_runs, "- %s: unknown arm \"%s\"\n", r->dir, r->arm);
+            continue;
+        }
+        size_t at = AT(&gr, r->group, a, s);
+        if (gr.first[at] && (gr.has[at] || r->status != RUN_DONE)) {
+            sum->duplicates++;
+            bprintf(&dups, "- %s %s seed %ld: %s and %s (the first is used)\n", rs->groups[r->group], r->arm,
+                    r->seed, gr.first[at]->dir, r->dir);
+            continue;
+        }
+        gr.first[at] = r;
+        if (r->status == RUN_DONE) {
+            gr.has[at] = 1;
+            gr.loss[at] = r->final_loss;
+        }
+    }
+
+    /* missing: an arm of a tier lacks a seed that another arm of the tier has */
+    for (int g = 0; g < gr.G; g++)
+        for (int a = 0; a < gr.A; a++) {
+            int any = 0;
+            for (int s = 0; s < gr.S; s++) any |= gr.first[AT(&gr, g, a, s)] != NULL;
+            if (!any) continue;
+            int nmiss = 0;
+            for (int s = 0; s < gr.S; s++) {
+                int seed_used = 0;
+                for (int b = 0; b < gr.A && !seed_used; b++) seed_used = gr.first[AT(&gr, g, b, s)] != NULL;
+                if (!seed_used || gr.first[AT(&gr, g, a, s)]) continue;
+                if (nmiss++) bprintf(&missing, ", %ld", gr.seeds[s]);
+                else bprintf(&missing, "- %s %s: no run for seed %ld", rs->groups[g], label_of(a), gr.seeds[s]);
+                sum->missing++;
+            }
+            if (nmiss) bprintf(&missing, " (trained for other arms of %s)\n", rs->groups[g]);
+        }
+
+    char hdr[512];
+    snprintf(hdr, sizeof hdr, "%d run directories: %d done, %d failed, %d unfinished, %d unreadable", sum->runs,
+             sum->done, sum->failed, sum->unfinished, sum->corrupt);
+    bprintf(&md, "# sinkgate report\n\n%s. %d tier%s, %d seed%s. Baseline: %s; reference for filtering: %s.\n\n", hdr,
+            gr.G, gr.G == 1 ? "" : "s", gr.S, gr.S == 1 ? "" : "s", label_of(gr.base), label_of(gr.ref));
+    json_object *jruns = json_object_new_object();
+    json_object_object_add(jruns, "total", json_object_new_int(sum->runs));
+    json_object_object_add(jruns, "done", json_object_new_int(sum->done));
+    json_object_object_add(jruns, "failed", json_object_new_int(sum->failed));
+    json_object_object_add(jruns, "unfinished", json_object_new_int(sum->unfinished));
+    json_object_object_add(jruns, "unreadable", json_object_new_int(sum->corrupt));
+    json_object_object_add(jruns, "missing", json_object_new_int(sum->missing));
+    json_object_object_add(jruns, "duplicates", json_object_new_int(sum->duplicates));
+    json_object_object_add(root, "runs", jruns);
+
+    json_object *t1 = json_object_new_object(), *t2 = json_object_new_object(), *t5 = json_object_new_object();
+    table1(&gr, &md, &c1, t1);
+    table2(&gr, &md, &c2, t2);
+    table5(&gr, &md, &c5, t5);
+    json_object_object_add(root, "table1", t1);
+    json_object_object_add(root, "table2", t2);
+    json_object_object_add(root, "table5", t5);
+
+    static const char *titles[AN_KINDS] = {"Injection battery (Tables 6-7)", "Gate-override probes (Table 8)",
+                                           "Exposure (Table 9)", "Telemetry"};
+    static const char *notes[AN_KINDS] = {
+        "Increase in validation loss (nats) over the uncorrupted model, by dose ε; mean over the seeds "
+        "analysed (± SE when more than one).",
+        "Validation loss (nats) under each gate override, by dose ε.",
+        "Share of each attention row's mass on quiet reads (below the per-head median or 25th-percentile "
+        "norm) and on the phantom.",
+        "Attention telemetry of the trained models (analysis/telemetry.json), mean over seeds."};
+    static const char *subheads[AN_KINDS] = {"Junk type (cutoff)", "Gate override", NULL, NULL};
+    static const char *colfmts[AN_KINDS] = {"ε=%g", "ε=%g", "%g", "%g"};
+    int bad_an = 0;
+    for (int k = 0; k < AN_KINDS; k++) {
+        agg_collect(rs, k, &ag[k], &bad_an, &bad_runs);
+        if (ag[k].oom) {
+            sg_fail(err, errlen, "out of memory");
+            goto out;
+        }
+        if (!ag[k].n) continue;
+        json_object *rows = json_object_new_array();
+        agg_table(&gr, &ag[k], titles[k], notes[k], subheads[k], colfmts[k], k == AN_INJECTION, &md, &ca[k], rows);
+        json_object_object_add(root, analysis_names[k], rows);
+    }
+    sum->analysis_errors += bad_an;
+
+    figdir = path_cat(outdir, "figures");
+    tdir = path_cat(outdir, "tables");
+    if (!figdir || !tdir) {
+        sg_fail(err, errlen, "out of memory");
+        goto out;
+    }
+    if (fs_mkdir_p(outdir, err, errlen)) goto out;
+    if (o->figures) {
+        if (fs_mkdir_p(figdir, err, errlen)) goto out;
+        bprintf(&md, "## Figures\n\n");
+        figure1(&gr, figdir, &md, sum, &problems);
+        if (ag[AN_INJECTION].n) figure2(&gr, &ag[AN_INJECTION], figdir, &md, sum, &problems);
+        if (o->curves) curves(rs, figdir, &md, sum, &problems);
+    }
+
+    bprintf(&md, "## Problems\n\n");
+    if (!bad_runs.n && !missing.n && !dups.n && !problems.n) bprintf(&md, "None: every run finished and was read.\n");
+    if (bad_runs.n) bprintf(&md, "### Runs that did not finish, or could not be read\n\n%.*s\n", (int)bad_runs.n, bad_runs.p);
+    if (missing.n) bprintf(&md, "### Missing runs\n\nPairs use only the seeds present for both arms.\n\n%.*s\n", (int)missing.n, missing.p);
+    if (dups.n) bprintf(&md, "### Duplicate runs\n\n%.*s\n", (int)dups.n, dups.p);
+    if (problems.n) bprintf(&md, "### Figures and curves\n\n%.*s\n", (int)problems.n, problems.p);
+    json_object *jp = json_object_new_object();
+    json_object_object_add(jp, "runs", json_object_new_string(bad_runs.n ? bad_runs.p : ""));
+    json_object_object_add(jp, "missing", json_object_new_string(missing.n ? missing.p : ""));
+    json_object_object_add(jp, "duplicates", json_object_new_string(dups.n ? dups.p : ""));
+    json_object_object_add(jp, "figures", json_object_new_string(problems.n ? problems.p : ""));
+    json_object_object_add(root, "problems", jp);
+
+    if (fs_mkdir_p(tdir, err, errlen)) goto out;
+    if (put_file(tdir, "table1.csv", &c1, err, errlen) || put_file(tdir, "table2.csv", &c2, err, errlen) ||
+        put_file(tdir, "table5.csv", &c5, err, errlen))
+        goto out;
+    for (int k = 0; k < AN_KINDS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.csv", analysis_names[k]);
+        if (ag[k].n && put_file(tdir, name, &ca[k], err, errlen)) goto out;
+    }
+    const char *js = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    Buf jb = {(char *)js, strlen(js), strlen(js) + 1, 0};
+    if (put_file(outdir, "report.json", &jb, err, errlen) || put_file(outdir, "report.md", &md, err, errlen)) goto out;
+    rc = 0;
+out:
+    free(figdir);
+    free(tdir);
+    grid_free(&gr);
+    json_object_put(root);
+    for (int k = 0; k < AN_KINDS; k++) {
+        agg_free(&ag[k]);
+        free(ca[k].p);
+    }
+    free(md.p);
+    free(problems.p);
+    free(bad_runs.p);
+    free(missing.p);
+    free(dups.p);
+    free(c1.p);
+    free(c2.p);
+    free(c5.p);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* The run directories of a sweep, as reports see them.
+ *
+ * A run directory is one holding result.json, failed.json or config.yaml
+ * (docs/formats.md); the roots given are searched recursively for them,
+ * without descending into a run directory or into names starting with '.'.
+ * Each run is classified:
+ *   done        result.json with tier, arm, seed and a finite final_val_loss
+ *   failed      failed.json (sgtrain stopped on a non-finite loss or an I/O error)
+ *   unfinished  config.yaml only: running, queued or interrupted (the last
+ *               step in metrics.jsonl and whether a checkpoint exists tell which)
+ *   corrupt     a file above that cannot be read or lacks a field; the
+ *               message names the file and what is wrong
+ * Analysis outputs (RUN/analysis/{injection,probes,exposure,telemetry}.json)
+ * are attached when present; a malformed one is reported, not fatal. */
+#ifndef SG_RUNS_H
+#define SG_RUNS_H
+
+#include <stddef.h>
+
+typedef enum { RUN_DONE, RUN_FAILED, RUN_UNFINISHED, RUN_CORRUPT } RunStatus;
+
+enum { AN_INJECTION, AN_PROBES, AN_EXPOSURE, AN_TELEMETRY, AN_KINDS };
+extern const char *const analysis_names[AN_KINDS];
+
+typedef struct {
+    char *dir;
+    RunStatus status;
+    char tier[64], arm[32];
+    char data[256];       /* the config's data directory (groups tiers by corpus) */
+    long seed;            /* -1 when unknown (corrupt) */
+    double final_loss;    /* done runs */
+    long step, iters;     /* last step reached, steps planned (0 when unknown) */
+    char why[512];        /* failed, unfinished, corrupt: what happened */
+    int group;            /* index into RunSet.groups, -1 when unknown */
+    void *analysis[AN_KINDS]; /* json_object *, NULL when absent */
+    char analysis_err[AN_KINDS][256]; /* a malformed analysis file, "" when fine */
+} RunRec;
+
+typedef struct {
+    RunRec *v;
+    size_t n, cap;
+    /* Tier groups in display order: a tier, or "DATA tier" when runs of one
+     * tier use different data directories (TinyStories 10M vs FineWeb 10M). */
+    char **groups;
+    int n_groups;
+} RunSet;
+
+/* Scan ROOTS (directories; a root may itself be a run directory).  Fails
+ * only when a root cannot be read; bad runs are recorded, not fatal. */
+int runs_scan(char *const *roots, int nroots, RunSet *rs, char *err, size_t errlen);
+void runs_free(RunSet *rs);
+
+/* Loss curves from RUN/metrics.jsonl: training (step, loss) and validation
+ * (step, val_loss) points, malloc'd.  0 ok, -1 with a message. */
+int runs_read_curves(const char *dir, double **ts, double **tl, int *nt, double **vs,
+                     double **vl, int *nv, char *err, size_t errlen);
+
+#endif
