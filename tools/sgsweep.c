@@ -265,6 +265,7 @@ static void group_sbatch(const Loaded *L, int g, const char *indices, Argv *a) {
     add(a, "--requeue");
     add(a, "--signal=B:USR1@%d", s->signal_margin);
     add(a, "--output=%s/%s-%%A_%%a.out", logs, G->name);
+    add(a, "--open-mode=append"); /* a requeued task adds to its log instead of erasing it */
     add(a, "--chdir=%s", cwd);
     add(a, "--export=ALL,SG_SGSWEEP=%s/sgsweep", self_dir);
     add_resources(a, &G->res);
