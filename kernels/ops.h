@@ -153,4 +153,21 @@ double op_sumsq(const real *x, long n);
 /* Number of worker threads the ops use (OpenMP). */
 int op_threads(void);
 
+/* ---- memory ----------------------------------------------------------------
+ * The buffers the ops read and write.  On the CPU backend they are host
+ * memory and upload/download are plain copies (or nothing when the two
+ * pointers are the same buffer); on the CUDA backend they are device memory
+ * and every op runs on one stream in issue order, so only op_download (and
+ * ops that return a value) wait for the device. */
+void *op_alloc(size_t bytes); /* zeroed; NULL when out of memory */
+void op_free(void *p);
+void op_upload(void *dev, const void *host, size_t bytes);
+void op_download(void *host, const void *dev, size_t bytes);
+void op_copy(void *dst, const void *src, size_t bytes); /* between op buffers */
+void op_zero(void *p, size_t bytes);
+/* 1 when op buffers are host memory (the host may read and write them). */
+int op_host_memory(void);
+/* "cpu" or "cuda (device name)" */
+const char *op_backend(void);
+
 #endif

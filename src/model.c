@@ -117,10 +117,26 @@ static void bind(const Model *m, real *base, ModelTensors *v) {
     }
 }
 
-static real *alloc_zero(long n) {
-    real *p = aligned_alloc(64, (size_t)round_up(n, ALIGN_ELEMS) * sizeof(real));
-    if (p) memset(p, 0, (size_t)n * sizeof(real));
-    return p;
+/* op buffers are padded to ALIGN_ELEMS and zeroed */
+static real *alloc_zero(long n) { return op_alloc((size_t)round_up(n, ALIGN_ELEMS) * sizeof(real)); }
+
+static real *host_mirror(real *dev, long n) {
+    if (op_host_memory()) return dev;
+    return calloc((size_t)round_up(n, ALIGN_ELEMS), sizeof(real));
+}
+
+void model_state_download(Model *m) {
+    size_t bytes = (size_t)m->n_params * sizeof(real);
+    op_download(m->h_params, m->params, bytes);
+    op_download(m->h_adam_m, m->adam_m, bytes);
+    op_download(m->h_adam_v, m->adam_v, bytes);
+}
+
+void model_state_upload(Model *m) {
+    size_t bytes = (size_t)m->n_params * sizeof(real);
+    op_upload(m->params, m->h_params, bytes);
+    op_upload(m->adam_m, m->h_adam_m, bytes);
+    op_upload(m->adam_v, m->h_adam_v, bytes);
 }
 
 int model_describe(Model *m, const Config *c, char *err, size_t errlen) {
@@ -161,6 +177,9 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     m->grads = alloc_zero(m->n_params);
     m->adam_m = alloc_zero(m->n_params);
     m->adam_v = alloc_zero(m->n_params);
+    m->h_params = m->params ? host_mirror(m->params, m->n_params) : NULL;
+    m->h_adam_m = m->adam_m ? host_mirror(m->adam_m, m->n_params) : NULL;
+    m->h_adam_v = m->adam_v ? host_mirror(m->adam_v, m->n_params) : NULL;
     if (!m->params || !m->grads || !m->adam_m || !m->adam_v) goto oom;
     bind(m, m->params, &m->p);
     bind(m, m->grads, &m->g);
@@ -176,14 +195,17 @@ void model_free(Model *m) {
     free(m->tensors);
     free(m->p.layer);
     free(m->g.layer);
-    free(m->params);
-    free(m->grads);
-    free(m->adam_m);
-    free(m->adam_v);
+    if (m->h_params != m->params) free(m->h_params);
+    if (m->h_adam_m != m->adam_m) free(m->h_adam_m);
+    if (m->h_adam_v != m->adam_v) free(m->h_adam_v);
+    op_free(m->params);
+    op_free(m->grads);
+    op_free(m->adam_m);
+    op_free(m->adam_v);
     free(m->a.layer);
-    free(m->act_mem);
-    free(m->inputs);
-    free(m->targets);
+    op_free(m->act_mem);
+    op_free(m->inputs);
+    op_free(m->targets);
     memset(m, 0, sizeof *m);
 }
 
@@ -191,7 +213,7 @@ void model_init(Model *m, uint64_t seed) {
     double std = m->cfg.init_std, std_out = std / sqrt(2.0 * m->L);
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorInfo *t = &m->tensors[i];
-        real *p = m->params + t->offset;
+        real *p = m->h_params + t->offset;
         uint64_t key = rng_key(seed, rng_hash_str(t->name), 0x1417);
         memset(p, 0, (size_t)t->numel * sizeof(real));
         switch (t->role) {
@@ -219,8 +241,9 @@ void model_init(Model *m, uint64_t seed) {
             break;
         }
     }
-    memset(m->adam_m, 0, (size_t)m->n_params * sizeof(real));
-    memset(m->adam_v, 0, (size_t)m->n_params * sizeof(real));
+    memset(m->h_adam_m, 0, (size_t)m->n_params * sizeof(real));
+    memset(m->h_adam_v, 0, (size_t)m->n_params * sizeof(real));
+    model_state_upload(m);
 }
 
 /* ---- activations -------------------------------------------------------- */
@@ -290,15 +313,15 @@ static void ensure_acts(Model *m, int B) {
         }
         return;
     }
-    free(m->act_mem);
+    op_free(m->act_mem);
     free(m->a.layer);
-    free(m->inputs);
-    free(m->targets);
+    op_free(m->inputs);
+    op_free(m->targets);
     m->a.layer = calloc((size_t)m->L, sizeof(LayerActs));
     long n = layout_acts(m, B, NULL);
     m->act_mem = alloc_zero(n);
-    m->inputs = malloc(sizeof(int32_t) * (size_t)B * m->T);
-    m->targets = malloc(sizeof(int32_t) * (size_t)B * m->T);
+    m->inputs = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
+    m->targets = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
     if (!m->a.layer || !m->act_mem || !m->inputs || !m->targets) {
         fprintf(stderr, "sgtrain: out of memory for the activations of a micro-batch of %d "
                         "(%.1f GB); lower micro_batch and raise grad_accum\n",
@@ -345,10 +368,10 @@ static double attn_flops(const Model *m, int B, int mats) {
 /* Embeddings through the final LayerNorm; leaves lnf [B*T, C]. */
 static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     ensure_acts(m, B);
-    memcpy(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
+    op_upload(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
     int C = m->C, N = B * m->Tp;
     Acts *a = &m->a;
-    PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
+    PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, m->inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
     const real *x = a->x0;
     for (int l = 0; l < m->L; l++) {
         LayerActs *la = &a->layer[l];
@@ -373,8 +396,8 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     }
     if (a->xf) { /* drop the sink token's output position */
         for (int b = 0; b < B; b++)
-            memcpy(a->xf + (size_t)b * m->T * C, x + ((size_t)b * m->Tp + 1) * C,
-                   sizeof(real) * (size_t)m->T * C);
+            op_copy(a->xf + (size_t)b * m->T * C, x + ((size_t)b * m->Tp + 1) * C,
+                    sizeof(real) * (size_t)m->T * C);
         x = a->xf;
     }
     PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C));
@@ -387,18 +410,28 @@ static const real *final_residual(const Model *m) {
 double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, int B, int grad,
                      real dscale) {
     forward_trunk(m, inputs, B);
-    memcpy(m->targets, targets, sizeof(int32_t) * (size_t)B * m->T);
+    op_upload(m->targets, targets, sizeof(int32_t) * (size_t)B * m->T);
     Acts *a = &m->a;
     double loss;
     PROF(PROF_CLASSIFIER, (grad ? 6.0 : 2.0) * B * m->T * m->C * m->V,
          loss = op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? m->g.wte : NULL, a->lnf, m->p.wte,
-                              targets, B * m->T, m->C, m->V, m->Vp, dscale));
+                              m->targets, B * m->T, m->C, m->V, m->Vp, dscale));
     return loss;
 }
 
 void model_logits(Model *m, const int32_t *inputs, int B, real *logits) {
     forward_trunk(m, inputs, B);
-    op_logits(logits, m->a.lnf, m->p.wte, B * m->T, m->C, m->V);
+    size_t bytes = sizeof(real) * (size_t)B * m->T * m->V;
+    real *dev = op_host_memory() ? logits : op_alloc(bytes);
+    if (!dev) {
+        fprintf(stderr, "sgtrain: out of memory for %zu bytes of logits\n", bytes);
+        exit(1);
+    }
+    op_logits(dev, m->a.lnf, m->p.wte, B * m->T, m->C, m->V);
+    if (dev != logits) {
+        op_download(logits, dev, bytes);
+        op_free(dev);
+    }
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -409,14 +442,14 @@ void model_backward(Model *m) {
     ModelTensors *g = &m->g;
     /* final LayerNorm; its input gradient lands on the real positions */
     real *dxf = a->dxf ? a->dxf : a->dres;
-    memset(dxf, 0, sizeof(real) * (size_t)B * T * C);
+    op_zero(dxf, sizeof(real) * (size_t)B * T * C);
     PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
                      a->lnf_rstd, B * T, C));
     if (a->dxf) {
-        memset(a->dres, 0, sizeof(real) * (size_t)N * C);
+        op_zero(a->dres, sizeof(real) * (size_t)N * C);
         for (int b = 0; b < B; b++)
-            memcpy(a->dres + ((size_t)b * Tp + 1) * C, a->dxf + (size_t)b * T * C,
-                   sizeof(real) * (size_t)T * C);
+            op_copy(a->dres + ((size_t)b * Tp + 1) * C, a->dxf + (size_t)b * T * C,
+                    sizeof(real) * (size_t)T * C);
     }
     /* a->dres holds d loss / d (output of layer l) */
     for (int l = m->L - 1; l >= 0; l--) {
@@ -454,7 +487,7 @@ void model_backward(Model *m) {
     PROF(PROF_EMBED, 0, op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C));
 }
 
-void model_zero_grad(Model *m) { memset(m->grads, 0, sizeof(real) * (size_t)m->n_params); }
+void model_zero_grad(Model *m) { op_zero(m->grads, sizeof(real) * (size_t)m->n_params); }
 
 /* ---- counts ------------------------------------------------------------- */
 

@@ -84,7 +84,10 @@ typedef struct {
     TensorInfo *tensors;
     int n_tensors;
     long n_params;        /* stored elements of the flat buffers */
-    real *params, *grads, *adam_m, *adam_v;
+    real *params, *grads, *adam_m, *adam_v; /* op buffers (device memory on a GPU backend) */
+    /* Host copies of the state, for init, checkpoints and exports: the same
+     * buffers as above when op buffers are host memory (the CPU backend). */
+    real *h_params, *h_adam_m, *h_adam_v;
     ModelTensors p, g;    /* named views of params and grads */
     int B;                /* micro-batch the activations are sized for */
     Acts a;
@@ -98,6 +101,10 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen);
 /* The tensor table alone, no buffers: counts and layouts of any tier. */
 int model_describe(Model *m, const Config *c, char *err, size_t errlen);
 void model_free(Model *m);
+/* Copy parameters and AdamW state between the op buffers and the host
+ * copies (nothing to do on the CPU backend). */
+void model_state_download(Model *m);
+void model_state_upload(Model *m);
 
 /* Initialisation keyed by (seed, tensor name, element): the same values for
  * any layout, thread count or order of construction. */

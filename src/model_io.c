@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "ops.h"
 
 int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size_t errlen) {
     for (int i = 0; i < m->n_tensors; i++) {
@@ -13,8 +14,9 @@ int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size
         char name[128];
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
         int64_t shape[2] = {t->shape[0], t->shape[1]};
-        if (st_read_real(f, name, t->ndim, shape, m->params + t->offset, err, errlen)) return -1;
+        if (st_read_real(f, name, t->ndim, shape, m->h_params + t->offset, err, errlen)) return -1;
     }
+    op_upload(m->params, m->h_params, (size_t)m->n_params * sizeof(real));
     return 0;
 }
 
@@ -34,10 +36,11 @@ int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, ch
     }
     if (model_build(m, cfg, err, errlen)) goto out;
     CkptMeta full;
-    if (ckpt_load(path, &full, m->params, m->adam_m, m->adam_v, (uint64_t)m->n_params, err, errlen)) {
+    if (ckpt_load(path, &full, m->h_params, m->h_adam_m, m->h_adam_v, (uint64_t)m->n_params, err, errlen)) {
         model_free(m);
         goto out;
     }
+    model_state_upload(m);
     *step = (long)full.step;
     ckpt_meta_free(&full);
     rc = 0;
@@ -58,7 +61,7 @@ int export_safetensors(const char *src, const char *out, char *err, size_t errle
         int64_t shape[2] = {t->shape[0], t->shape[1]};
         /* wte's padded rows follow its V real rows, so the first V*C
          * elements are exactly the unpadded matrix. */
-        if (stw_add(w, t->name, st_real_dtype(), t->ndim, shape, m.params + t->offset, 0, err, errlen))
+        if (stw_add(w, t->name, st_real_dtype(), t->ndim, shape, m.h_params + t->offset, 0, err, errlen))
             goto out;
     }
     char num[64], *yaml = NULL;

@@ -96,7 +96,8 @@ static int save_checkpoint(Run *r, long step) {
     meta.config_len = strlen(yaml);
     meta.n = (uint64_t)r->m.n_params;
     meta.elem_size = sizeof(real);
-    int rc = ckpt_save(r->ckpt_path, &meta, r->m.params, r->m.adam_m, r->m.adam_v, err, sizeof err);
+    model_state_download(&r->m);
+    int rc = ckpt_save(r->ckpt_path, &meta, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v, err, sizeof err);
     free(yaml);
     if (rc) fprintf(stderr, "sgtrain: saving checkpoint: %s\n", err);
     else r->last_ckpt = step;
@@ -137,11 +138,12 @@ static long try_resume(Run *r) {
         goto out;
     }
     CkptMeta full;
-    if (ckpt_load(r->ckpt_path, &full, r->m.params, r->m.adam_m, r->m.adam_v,
+    if (ckpt_load(r->ckpt_path, &full, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v,
                   (uint64_t)r->m.n_params, err, sizeof err)) {
         fprintf(stderr, "sgtrain: %s\n", err);
         goto out;
     }
+    model_state_upload(&r->m);
     step = (long)full.step;
     ckpt_meta_free(&full);
     if (step > r->c->iters) {
@@ -183,9 +185,10 @@ static int trim_metrics(Run *r, long step) {
     return rc;
 }
 
-static uint32_t params_crc(const Model *m) {
+static uint32_t params_crc(Model *m) {
     uLong crc = crc32(0L, Z_NULL, 0);
-    const unsigned char *p = (const unsigned char *)m->params;
+    model_state_download(m);
+    const unsigned char *p = (const unsigned char *)m->h_params;
     size_t n = (size_t)m->n_params * sizeof(real), chunk = 1u << 30;
     for (size_t i = 0; i < n; i += chunk) crc = crc32(crc, p + i, (uInt)(n - i < chunk ? n - i : chunk));
     return (uint32_t)crc;
@@ -208,7 +211,7 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
             model_count_arm_extra(&r->m));
     fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
     fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
-    fprintf(f, "  \"backend\": \"cpu\",\n  \"blas\": \"%s\",\n  \"threads\": %d,\n", SG_BLAS_NAME,
+    fprintf(f, "  \"backend\": \"%s\",\n  \"blas\": \"%s\",\n  \"threads\": %d,\n", op_backend(), SG_BLAS_NAME,
             op_threads());
     fprintf(f, "  \"config\": ");
     config_write_json(c, f);

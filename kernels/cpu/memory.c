@@ -1,0 +1,22 @@
+/* The CPU backend's buffers are host memory (see ops.h, "memory"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+void *op_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+void op_free(void *p) { free(p); }
+void op_upload(void *dev, const void *host, size_t bytes) {
+    if (dev != host && bytes) memcpy(dev, host, bytes);
+}
+void op_download(void *host, const void *dev, size_t bytes) {
+    if (dev != host && bytes) memcpy(host, dev, bytes);
+}
+void op_copy(void *dst, const void *src, size_t bytes) {
+    if (dst != src && bytes) memmove(dst, src, bytes);
+}
+void op_zero(void *p, size_t bytes) {
+    if (bytes) memset(p, 0, bytes);
+}
+int op_host_memory(void) { return 1; }
+const char *op_backend(void) { return "cpu"; }
