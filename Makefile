@@ -102,7 +102,7 @@ STAMP := $(B)/.blas-$(BLAS)
 $(STAMP):
 	@mkdir -p $(B); rm -f $(B)/.blas-*; touch $@
 
-.PHONY: all test test-fast bench fixtures clean data
+.PHONY: all test test-fast bench fixtures clean data cuda test-gpu bench-gpu
 .PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o
 all: $(B)/sgtrain $(TOOLS)
 
@@ -159,6 +159,61 @@ test-fast: all $(TESTS_F) $(TESTS_D)
 
 bench: all $(BENCHES)
 	@bash tests/bench/run.sh $(B)
+
+# --- CUDA backend: make cuda -> build/cuda/sgtrain --------------------------
+# The same host code (src/) over the CUDA ops (kernels/cuda/); needs only the
+# toolkit (nvcc, cudart, cuBLASLt) to build, no GPU and no driver library.
+# CUDA_ARCHS: A100 (80), H100/H200 (90), RTX 5090 (120).
+NVCC       ?= nvcc
+CUDA_ARCHS ?= 80 90 120
+CUDA_HOME  ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
+CB         := $(B)/cuda
+NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Isrc \
+              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" \
+              $(shell $(PKG_CONFIG) --cflags yaml-0.1 json-c zlib libpcre2-8 libcrypto)
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ \
+              -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS)
+CUDA_CU    := $(wildcard kernels/cuda/*.cu)
+CUDA_HOSTC := $(filter-out src/main.c,$(wildcard src/*.c))
+CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC))
+
+$(CB)/cu/%.o: %.cu kernels/cuda/cuda_common.h kernels/ops.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(CB)/c/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -c $< -o $@
+$(CB)/libsg_cuda.a: $(CUDA_OBJS)
+	@rm -f $@; ar rcs $@ $^
+$(CB)/sgtrain: $(CB)/c/src/main.o $(CB)/libsg_cuda.a
+	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS)
+
+# GPU tests: every CUDA op against the CPU op (the CPU kernels are linked in
+# a second time with their op_ names prefixed cpu_, tests/gpu/cpu_names.h).
+GPU_CPU_OBJS := $(patsubst %.c,$(CB)/ref/%.o,$(wildcard kernels/cpu/*.c))
+$(CB)/ref/%.o: %.c $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -include tests/gpu/cpu_names.h -c $< -o $@
+$(CB)/tg/%.o: tests/gpu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -Itests -Itests/gpu -c $< -o $@
+$(CB)/tg/table_cpu.o: tests/gpu/table_cpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -include tests/gpu/cpu_names.h -Itests/gpu -c $< -o $@
+$(CB)/tg/check.o: tests/check.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -c $< -o $@
+$(CB)/test_gpu_ops: $(CB)/tg/test_gpu_ops.o $(CB)/tg/table_gpu.o $(CB)/tg/table_cpu.o $(CB)/tg/check.o $(GPU_CPU_OBJS) $(CB)/libsg_cuda.a
+	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(BLAS_LIBS)
+$(CB)/bench_gpu: $(CB)/tg/bench_gpu.o $(CB)/libsg_cuda.a
+	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS)
+
+cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu
+test-gpu: cuda all
+	bash tests/gpu/run.sh $(B)
+bench-gpu: cuda all
+	bash tests/gpu/bench.sh $(B)
 
 # GPT-2's vocabulary (PyPI), the demo and tokenizer-test corpora (Debian
 # packages) and the demo shards: docs/data.md.  Downloads are cached in $(B)/dl.

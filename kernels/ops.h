@@ -22,6 +22,10 @@
 
 #include "real.h"
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA backend implements these in .cu files */
+#endif
+
 /* ---- dense ------------------------------------------------------------- */
 
 /* out[M,N] = inp[M,K] W[N,K]^T */
@@ -169,5 +173,9 @@ void op_zero(void *p, size_t bytes);
 int op_host_memory(void);
 /* "cpu" or "cuda (device name)" */
 const char *op_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,11 @@
 #include "config.h"
 #include "model.h"
 #include "model_io.h"
+#include "eval.h"
+#include "ops.h"
+#include "safetensors.h"
+#include "sampler.h"
+#include "shard.h"
 #include "train.h"
 
 #define SG_VERSION "0.1.0"
@@ -20,6 +25,9 @@ static void usage(FILE *f) {
             "                --data DIR --out RUN_DIR\n"
             "  sgtrain info  [the same flags]     resolved config and parameter counts, as JSON\n"
             "  sgtrain export RUN_DIR|CHECKPOINT [-o FILE.safetensors]\n"
+            "  sgtrain grads [the train flags] -o FILE.safetensors\n"
+            "                                     the gradients of step 0's first micro-batch and its loss\n"
+            "                                     (compares backends: tests/gpu/run.sh)\n"
             "  sgtrain tiers                      the tiers and their settings\n"
             "  sgtrain arms  [--tier NAME]        the arms and their parameter cost (Table 4)\n"
             "  sgtrain help | --help | --version\n"
@@ -121,6 +129,78 @@ static int cmd_arms(int argc, char **argv) {
     return 0;
 }
 
+/* One forward/backward on the first micro-batch of step 0, exactly as
+ * training draws it; the gradients (named as the parameters) and the loss
+ * go to a safetensors file.  Two backends given the same flags must agree
+ * to the tolerance of their arithmetic. */
+static int cmd_grads(int argc, char **argv) {
+    const char *out = NULL;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nr = 0;
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) out = argv[++i];
+        else rest[nr++] = argv[i];
+    }
+    Config c;
+    int rc = 2;
+    Model m;
+    ShardSet data;
+    int m_ok = 0, d_ok = 0;
+    int32_t *win = NULL, *in = NULL, *tg = NULL;
+    StWriter *w = NULL;
+    char err[1024];
+    if (!out) {
+        fprintf(stderr, "sgtrain grads: say where: -o FILE.safetensors\n");
+        goto done;
+    }
+    if (resolve(&c, nr, rest)) goto done;
+    if (shardset_open(&data, c.data, (uint32_t)c.vocab_size, c.block_size, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto done;
+    }
+    d_ok = 1;
+    if (model_build(&m, &c, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto done;
+    }
+    m_ok = 1;
+    rc = 1;
+    model_init(&m, (uint64_t)c.seed);
+    int Bm = c.micro_batch, T = c.block_size;
+    win = malloc(sizeof *win * (size_t)Bm * (T + 1));
+    in = malloc(sizeof *in * (size_t)Bm * T);
+    tg = malloc(sizeof *tg * (size_t)Bm * T);
+    sampler_train_rows(&data, (uint64_t)c.seed, 0, 0, Bm, win);
+    split_windows(win, Bm, T, in, tg);
+    model_zero_grad(&m);
+    double loss = model_forward(&m, in, tg, Bm, 1, (real)(1.0 / ((double)Bm * T))) / ((double)Bm * T);
+    model_backward(&m);
+    real *g = malloc(sizeof *g * (size_t)m.n_params);
+    op_download(g, m.grads, sizeof *g * (size_t)m.n_params);
+    w = stw_new();
+    for (int i = 0; i < m.n_tensors; i++) {
+        const TensorInfo *t = &m.tensors[i];
+        int64_t shape[2] = {t->shape[0], t->shape[1]};
+        if (stw_add(w, t->name, st_real_dtype(), t->ndim, shape, g + t->offset, 1, err, sizeof err)) break;
+    }
+    free(g);
+    char num[64];
+    snprintf(num, sizeof num, "%.17g", loss);
+    if (stw_add_meta(w, "loss", num, err, sizeof err) || stw_add_meta(w, "backend", op_backend(), err, sizeof err) ||
+        stw_write(w, out, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto done;
+    }
+    printf("loss %.9f; gradients of %d tensors -> %s (%s)\n", loss, m.n_tensors, out, op_backend());
+    rc = 0;
+done:
+    if (w) stw_free(w);
+    free(win), free(in), free(tg), free(rest);
+    if (m_ok) model_free(&m);
+    if (d_ok) shardset_close(&data);
+    return rc;
+}
+
 static int cmd_export(int argc, char **argv) {
     const char *src = NULL, *out = NULL;
     for (int i = 0; i < argc; i++) {
@@ -194,6 +274,7 @@ int main(int argc, char **argv) {
         return train_run(&c);
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
+    if (!strcmp(cmd, "grads")) return cmd_grads(sub_argc, sub_argv);
     if (!strcmp(cmd, "tiers")) {
         config_print_tiers(stdout);
         return 0;

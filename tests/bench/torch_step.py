@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for the CPU benchmark: training-step throughput of the
-sinkgate model written the way a PyTorch user would write it (and the way the
-paper trained it), for comparison with the C trainer.
+"""PyTorch baseline for the CPU and GPU benchmarks: training-step throughput
+of the sinkgate model written the way a PyTorch user would write it (and the
+way the paper trained it), for comparison with the C trainer.
 
     python3 tests/bench/torch_step.py --arms baseline,combo2 --shape cpu-tiny \
         --micro-batch 8 --steps 10 --warmup-steps 3 --threads 2 --json out.json
+    python3 tests/bench/torch_step.py --device cuda --shape 124M --micro-batch 8 \
+        --arms baseline,combo2 --json out.json
     python3 tests/bench/torch_step.py --selfcheck
 
 What is measured, per arm: K untimed warmup steps (the first one includes the
@@ -34,6 +36,20 @@ Appendix A of the paper describes:
     scale is 1/sqrt(d) of the un-augmented d, passed explicitly;
   * off-by-one: the phantom key is the zero vector (logit 0), no augmentation;
   * the gates (read norms, sigmoids, log g) are computed in at least float32.
+
+--device cuda (tests/gpu/bench.sh): the same model and step on the GPU, the
+paper's way: float32 master weights, the forward under
+torch.autocast("cuda", dtype=torch.bfloat16) (the matmuls and the attention
+in bf16; LayerNorm, the loss and the gates in float32), fused AdamW (float32
+state), torch.compile, the SDPA formulation above (SDPA picks the fused
+kernel: is_causal for the arms without a phantom, an explicit mask with
+it).  Timing: torch.cuda.synchronize() before and after the N timed
+steps, none in between; per-step times come from CUDA events.
+--compile-scope blocks compiles the embedding, one transformer block (the
+same code serves every layer) and the head + loss as separate regions
+instead of the whole model in one graph: the same kernels, a fraction of
+the compile time (the GPU benchmark's time budget); the default, model, is
+one fullgraph compile of the whole model.
 
 --selfcheck: float64, the cpu-tiny shape, a batch of 2, non-trivial
 parameters (tests/twin/make_fixtures.py's init_params + calibrate); the loss
@@ -67,6 +83,8 @@ SELFCHECK_ARMS = ["baseline", "sinklogit", "renorm", "combo2"]
 SHAPES = {
     "cpu-tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=128, vocab_size=50257),
     "10M":      dict(n_layer=6, n_head=6, n_embd=384, block_size=512, vocab_size=50257),
+    "124M":     dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50257),
+    "350M":     dict(n_layer=24, n_head=16, n_embd=1024, block_size=1024, vocab_size=50257),
 }
 
 # The paper's optimisation settings (Appendix A).  The schedule does not
@@ -131,12 +149,14 @@ class Attention(nn.Module):
         if self.gate != "none":
             gdt = torch.promote_types(v.dtype, torch.float32)          # gates in >= fp32
             vg = v.to(gdt)
-            if self.gate == "norm":                                     # Eq. 3
-                r = torch.linalg.vector_norm(vg, dim=-1) / math.sqrt(d)
-                z = self.beta * (r - self.gate_tau.to(gdt)[None, :, None])
-            else:                                                       # Eq. 4
-                z = torch.einsum("bhsd,hd->bhs", vg, self.gate_w.to(gdt)) \
-                    + self.gate_b.to(gdt)[None, :, None]
+            # (under --device cuda's autocast the einsum would run in bf16)
+            with torch.autocast(vg.device.type, enabled=False):
+                if self.gate == "norm":                                 # Eq. 3
+                    r = torch.linalg.vector_norm(vg, dim=-1) / math.sqrt(d)
+                    z = self.beta * (r - self.gate_tau.to(gdt)[None, :, None])
+                else:                                                   # Eq. 4
+                    z = torch.einsum("bhsd,hd->bhs", vg, self.gate_w.to(gdt)) \
+                        + self.gate_b.to(gdt)[None, :, None]
             if self.slot == "value":
                 v = v * torch.sigmoid(z).to(v.dtype)[..., None]
             else:
@@ -216,25 +236,35 @@ class GPT(nn.Module):
         # LayerNorm weights (1), sink_logit (0), gate_tau (-4/beta), gate_w (0)
         # and gate_b (4) keep the values set in the constructors.
 
-    def forward(self, idx, targets):
+    # forward = embed -> blocks -> head_loss; the three are separate methods
+    # so that --compile-scope blocks can compile each region on its own.
+    def embed(self, idx):
         B, T = idx.shape
         x = self.wte[idx] + self.wpe[:T]
         if self.sink:   # learned token at position 0, no positional embedding
             x = torch.cat([self.sink_token.view(1, 1, -1).expand(B, 1, x.shape[-1]), x], dim=1)
-        for block in self.h:
-            x = block(x)
+        return x
+
+    def head_loss(self, x, targets):
         if self.sink:
             x = x[:, 1:]
         logits = F.linear(self.ln_f(x), self.wte)                      # tied head
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def forward(self, idx, targets):
+        x = self.embed(idx)
+        for block in self.h:
+            x = block(x)
+        return self.head_loss(x, targets)
 
 
 def model_config(arm, shape):
     return twin.ModelConfig(arm=arm, ln_bias=0, gate_beta=GATE_BETA, **SHAPES[shape])
 
 
-def make_optimizer(model):
-    """AdamW, decay on the twin's decayed set (embeddings and linear matrices)."""
+def make_optimizer(model, device="cpu"):
+    """AdamW, decay on the twin's decayed set (embeddings and linear matrices);
+    on the GPU the fused (single-kernel) implementation."""
     decay = {n: dec for n, _, dec in twin.param_specs(model.cfg)}
     named = dict(model.named_parameters())
     assert set(decay) == set(named), (sorted(set(decay) ^ set(named)))
@@ -244,6 +274,11 @@ def make_optimizer(model):
         {"params": [p for n, p in named.items() if decay[n]], "weight_decay": WEIGHT_DECAY},
         {"params": [p for n, p in named.items() if not decay[n]], "weight_decay": 0.0},
     ]
+    if device == "cuda":
+        try:
+            return torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, fused=True)
+        except (RuntimeError, TypeError, ValueError):   # no fused AdamW in this build
+            return torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, foreach=True)
     return torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, fused=False, foreach=True)
 
 
@@ -277,35 +312,61 @@ def _on_alarm(signum, frame):
     raise CompileTimeout()
 
 
+def compile_regions(model):
+    """--compile-scope blocks: the embedding, each block and the head + loss
+    as separate compiled regions.  The blocks share one code object (their
+    parameters are graph inputs, torch._dynamo.config.inline_inbuilt_nn_modules),
+    so one compilation serves every layer."""
+    model.embed = torch.compile(model.embed, fullgraph=True)
+    for block in model.h:
+        block.compile(fullgraph=True)
+    model.head_loss = torch.compile(model.head_loss, fullgraph=True)
+    return model
+
+
 def bench_arm(arm, args, use_compile, seed=1234):
     cfg = model_config(arm, args.shape)
+    cuda = args.device == "cuda"
+    dev = torch.device(args.device)
     torch.manual_seed(seed)
-    model = GPT(cfg)
-    opt = make_optimizer(model)
+    model = GPT(cfg).to(dev)            # built in float32 on the CPU, as on the CPU path
+    opt = make_optimizer(model, args.device)
     params = list(model.parameters())
     if use_compile:
         # A fresh dynamo state per arm: every arm compiles the same GPT.forward
         # code object, and past the recompile limit (8) dynamo would silently
         # run it eagerly.  fullgraph: a graph break is an error, not half-eager.
         torch._dynamo.reset()
-        fwd = torch.compile(model, fullgraph=True)
+        if args.compile_scope == "blocks":
+            fwd = compile_regions(model)
+        else:
+            fwd = torch.compile(model, fullgraph=True)
     else:
         fwd = model
 
     B, T, V = args.micro_batch, cfg.block_size, cfg.vocab_size
     n_batches = max(1, min(args.steps + args.warmup_steps, 16))
     g = torch.Generator().manual_seed(seed)
-    batches = torch.randint(0, V, (n_batches, B, T + 1), generator=g)
+    batches = torch.randint(0, V, (n_batches, B, T + 1), generator=g).to(dev)
 
     def step(s):
         tok = batches[s % n_batches]
         opt.zero_grad(set_to_none=True)
-        loss = fwd(tok[:, :-1], tok[:, 1:])
+        if cuda:        # bf16 autocast on the forward; backward outside, as usual
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = fwd(tok[:, :-1], tok[:, 1:])
+        else:
+            loss = fwd(tok[:, :-1], tok[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP, foreach=True)
         opt.step()
         return loss.detach()
 
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    limit = args.compile_limit
     out = {"compiled": use_compile}
     losses = []
     t0 = time.perf_counter()
@@ -313,27 +374,39 @@ def bench_arm(arm, args, use_compile, seed=1234):
         if s == 0 and use_compile:
             _alarm["fired"] = False
             old = signal.signal(signal.SIGALRM, _on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, COMPILE_LIMIT_S)
+            signal.setitimer(signal.ITIMER_REAL, limit)
             try:
                 losses.append(step(s))
+                sync()
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old)
             out["first_step_s"] = time.perf_counter() - t0
-            if _alarm["fired"] or out["first_step_s"] > COMPILE_LIMIT_S:
+            if _alarm["fired"] or out["first_step_s"] > limit:
                 raise CompileTimeout()   # the alarm was swallowed somewhere
         else:
             losses.append(step(s))
+    sync()
     out["warmup_s"] = time.perf_counter() - t0
 
     # The figure is N steps over one perf_counter window; the per-step times
     # (read at each step boundary, no extra synchronisation on the CPU) are
-    # kept too, since a shared machine can be noisy.
+    # kept too, since a shared machine can be noisy.  On the GPU the window
+    # starts and ends with a synchronisation, and the per-step times are
+    # CUDA events recorded at the step boundaries (no host waits between
+    # steps).
     cpu0 = cpu_snapshot()
     marks = [time.perf_counter()]
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)] if cuda else None
+    if cuda:
+        events[0].record()
     for s in range(args.warmup_steps, args.warmup_steps + args.steps):
         losses.append(step(s))
+        if cuda:
+            events[s - args.warmup_steps + 1].record()
         marks.append(time.perf_counter())
+    sync()
+    marks[-1] = time.perf_counter() if cuda else marks[-1]
     elapsed = marks[-1] - marks[0]
     cpu1 = cpu_snapshot()
     if cpu0 and cpu1:
@@ -341,7 +414,10 @@ def bench_arm(arm, args, use_compile, seed=1234):
         other = max(0.0, (cpu1[0] - cpu0[0]) - own)
         out.update(cpu_util=own / elapsed,
                    other_cpu_frac=other / (elapsed * (os.cpu_count() or 1)))
-    step_ms = sorted(1e3 * (b - a) for a, b in zip(marks, marks[1:]))
+    if cuda:
+        step_ms = sorted(a.elapsed_time(b) for a, b in zip(events, events[1:]))
+    else:
+        step_ms = sorted(1e3 * (b - a) for a, b in zip(marks, marks[1:]))
 
     losses = [x.item() for x in losses]
     assert all(math.isfinite(x) for x in losses), (arm, losses)
@@ -351,11 +427,26 @@ def bench_arm(arm, args, use_compile, seed=1234):
                step_ms_min=step_ms[0], step_ms_median=step_ms[len(step_ms) // 2],
                n_params=sum(p.numel() for p in params),
                loss_first=losses[0], loss_last=losses[-1])
+    if cuda:
+        out["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        torch.cuda.reset_peak_memory_stats()
     return out
+
+
+def device_name(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def run_benchmark(args):
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"no CUDA device visible to PyTorch {torch.__version__} "
+              f"(built for CUDA {torch.version.cuda}): nothing to benchmark", file=sys.stderr)
+        sys.exit(3)
+    if args.compile_limit <= 0:
+        sys.exit("--compile-limit must be > 0")
     if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
         torch._dynamo.config.fail_on_recompile_limit_hit = True   # never silently eager
     arms = ARM_NAMES if args.arms == "all" else [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -370,6 +461,47 @@ def run_benchmark(args):
         sys.exit("--warmup-steps must be >= 1 with torch.compile (the first step compiles)")
     notes = [] if use_compile else ["torch.compile disabled by --no-compile"]
 
+    def write_json(results, notes, arms):
+        """The whole document; rewritten after every arm, so that a run cut
+        short (tests/gpu/bench.sh's timeouts) keeps the arms it finished."""
+        if not args.json:
+            return
+        compiled = all(r["compiled"] for r in results.values())
+        s = SHAPES[args.shape]
+        cuda = args.device == "cuda"
+        doc = {
+            "torch_version": torch.__version__,
+            "threads": args.threads,
+            "compiled": compiled,
+            "shape": args.shape,
+            "micro_batch": args.micro_batch,
+            "results": {a: {"tokens_per_s": r["tokens_per_s"], "ms_per_step": r["ms_per_step"],
+                            "compiled": r["compiled"], "warmup_s": r["warmup_s"],
+                            "step_ms_min": r["step_ms_min"], "step_ms_median": r["step_ms_median"],
+                            "cpu_util": r.get("cpu_util"), "other_cpu_frac": r.get("other_cpu_frac"),
+                            "first_step_s": r.get("first_step_s"), "n_params": r["n_params"],
+                            "loss_first": r["loss_first"], "loss_last": r["loss_last"],
+                            **({"max_memory_gib": r["max_memory_gib"]} if "max_memory_gib" in r else {})}
+                        for a, r in results.items()},
+            "steps": args.steps,
+            "warmup_steps": args.warmup_steps,
+            "dtype": "bfloat16-autocast" if cuda else "float32",
+            "block_size": s["block_size"],
+            "shape_config": s,
+            "device": args.device,
+            "device_name": device_name(args.device),
+            "compile_scope": args.compile_scope if compiled else None,
+            "compile_limit_s": args.compile_limit,
+            "notes": notes,
+            "complete": len(results) == len(arms),
+            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                        "python": platform.python_version(),
+                        "loadavg_start": load_start, "loadavg_end": list(os.getloadavg())},
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+
     load_start = list(os.getloadavg())      # other work on the machine skews the figures
     results = {}
     for arm in arms:
@@ -378,7 +510,7 @@ def run_benchmark(args):
         except Exception as e:       # compile failure or > COMPILE_LIMIT_S: go eager
             if not use_compile:
                 raise
-            why = (f"compile of the first step took > {COMPILE_LIMIT_S:.0f} s"
+            why = (f"compile of the first step took > {args.compile_limit:.0f} s"
                    if isinstance(e, CompileTimeout) or _alarm["fired"] else
                    f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
             note = f"{arm}: {why}; eager from here on"
@@ -392,13 +524,20 @@ def run_benchmark(args):
               f"{r['tokens_per_s']:10.1f} tok/s {r['ms_per_step']:10.2f} ms/step   "
               f"(warmup {r['warmup_s']:.1f} s, loss {r['loss_first']:.3f}->{r['loss_last']:.3f})",
               file=sys.stderr, flush=True)
+        write_json(results, notes, arms)
 
     compiled = all(r["compiled"] for r in results.values())
     s = SHAPES[args.shape]
+    cuda = args.device == "cuda"
+    dtype = "bf16 autocast, fp32 master weights" if cuda else "float32"
+    where = f"{device_name('cuda')}, " if cuda else f"{args.threads} thread(s), "
+    how = "torch.compile" if compiled else "eager"
+    if cuda and compiled and args.compile_scope != "model":
+        how += f" ({args.compile_scope})"
     print(f"\nPyTorch {torch.__version__}, shape {args.shape} "
           f"(L{s['n_layer']} H{s['n_head']} C{s['n_embd']} T{s['block_size']} V{s['vocab_size']}), "
-          f"micro-batch {args.micro_batch}, {args.threads} thread(s), float32, "
-          f"{'torch.compile' if compiled else 'eager'}, "
+          f"micro-batch {args.micro_batch}, {where}{dtype}, "
+          f"{how}, "
           f"{args.warmup_steps} warmup + {args.steps} timed steps")
     print(f"{'arm':<10s} {'mode':<8s} {'tokens/s':>12s} {'ms/step':>10s}"
           f" {'(min':>9s} {'median)':>9s} {'other CPU':>10s}")
@@ -414,32 +553,7 @@ def run_benchmark(args):
     for n in notes:
         print("note:", n)
 
-    if args.json:
-        doc = {
-            "torch_version": torch.__version__,
-            "threads": args.threads,
-            "compiled": compiled,
-            "shape": args.shape,
-            "micro_batch": args.micro_batch,
-            "results": {a: {"tokens_per_s": r["tokens_per_s"], "ms_per_step": r["ms_per_step"],
-                            "compiled": r["compiled"], "warmup_s": r["warmup_s"],
-                            "step_ms_min": r["step_ms_min"], "step_ms_median": r["step_ms_median"],
-                            "cpu_util": r.get("cpu_util"), "other_cpu_frac": r.get("other_cpu_frac"),
-                            "first_step_s": r.get("first_step_s"), "n_params": r["n_params"],
-                            "loss_first": r["loss_first"], "loss_last": r["loss_last"]}
-                        for a, r in results.items()},
-            "steps": args.steps,
-            "warmup_steps": args.warmup_steps,
-            "dtype": "float32",
-            "block_size": s["block_size"],
-            "notes": notes,
-            "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                        "python": platform.python_version(),
-                        "loadavg_start": load_start, "loadavg_end": list(os.getloadavg())},
-        }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+    write_json(results, notes, arms)
 
 
 # --------------------------------------------------------------------------
@@ -498,6 +612,15 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-compile", action="store_true", help="eager mode only")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu (float32) or cuda (bf16 autocast, fused AdamW); default cpu")
+    ap.add_argument("--compile-scope", choices=["model", "blocks"], default="model",
+                    help="model: one fullgraph compile of the whole model (default); blocks: "
+                         "the embedding, one block (shared by every layer) and the head "
+                         "compiled as separate regions")
+    ap.add_argument("--compile-limit", type=float, default=COMPILE_LIMIT_S, metavar="S",
+                    help="seconds the first (compiling) step may take before the arm is "
+                         f"rerun eagerly (default {COMPILE_LIMIT_S:.0f})")
     ap.add_argument("--json", default=None, metavar="OUT.json")
     ap.add_argument("--selfcheck", action="store_true",
                     help="float64 loss/grad check against tests/twin/twin.py, then exit")

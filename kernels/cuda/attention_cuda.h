@@ -1,0 +1,147 @@
+/* Private to the CUDA attention kernels (attention_fwd.cu, attention_bwd.cu):
+ * tile sizes, the geometry every kernel receives, the tile loader and the
+ * tensor-core fragment types.
+ *
+ * Precision.  Q, K, V and dO are fp32 in global memory.  Each tile is
+ * rounded to bf16 (round to nearest even) when it is copied into shared
+ * memory, and every tile product (S = Q K^T, dP = dO V^T, O += P V,
+ * dV += P^T dO, dK += dS^T Q, dQ += dS K) runs on the tensor cores through
+ * wmma 16x16x16 bf16 fragments with fp32 accumulation; P and dS are rounded
+ * to bf16 only as operands of the next product.  Everything else is fp32:
+ * the scores after the product, the running max, the running sum and the
+ * LSE, the exponentials, D_i = dO_i . O_i, the column sums of dS (dlogbias)
+ * and all accumulators; the dsink partials are summed in double.  This is the
+ * paper's setting (attention in bf16 under autocast, fp32 softmax
+ * statistics): outputs agree with the fp32 CPU reference to ~1e-2 relative,
+ * the rounding of the bf16 operands.
+ *
+ * Tiles.  A block of 128 threads (4 warps) takes 64 queries x 64 keys at a
+ * time; warp w owns a 16-row (or 16-key) strip of the tile, so the strips
+ * that are wholly above the causal diagonal are skipped warp by warp.  The
+ * head dimension is padded with zeros to DP in {16, 32, 64, 128} (the
+ * kernels are instantiated per DP), which covers every d <= 128; rows past
+ * the end of the sequence are zero in shared memory and masked.
+ *
+ * Determinism.  No kernel uses atomics.  Every output element is written by
+ * exactly one thread, and every sum (the tile products, the warp shuffles,
+ * the per-row and per-column reductions, the dsink partials) is formed in an
+ * order fixed by the launch geometry alone, so results are bitwise
+ * reproducible run to run. */
+#ifndef SG_ATTENTION_CUDA_H
+#define SG_ATTENTION_CUDA_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ops.h is a C header without linkage guards: included here first, inside
+ * extern "C", so that the ops defined in the .cu files get C linkage (its
+ * include guard makes cuda_common.h's own #include a no-op). */
+extern "C" {
+#include "ops.h"
+}
+#include "cuda_common.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+namespace wmma = nvcuda::wmma;
+typedef __nv_bfloat16 sg_bf16;
+
+/* Fragments of one 16x16x16 product.  A "T" fragment reads its matrix
+ * transposed (col_major), which is how K^T, V^T, P^T and dS^T are taken from
+ * row-major tiles without a transposition. */
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, sg_bf16, wmma::row_major> AttFragA;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, sg_bf16, wmma::col_major> AttFragAT;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, sg_bf16, wmma::row_major> AttFragB;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, sg_bf16, wmma::col_major> AttFragBT;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> AttFragC;
+
+static constexpr int ATTN_BQ = 64;    /* queries per tile */
+static constexpr int ATTN_BK = 64;    /* keys per tile (== ATTN_BQ: the diagonal tile is square) */
+static constexpr int ATTN_NT = 128;   /* threads per block: 4 warps of 16 rows */
+static constexpr int ATTN_MAX_D = 128;
+static constexpr float ATTN_LOG2E = 1.4426950408889634f;
+static constexpr float ATTN_LN2 = 0.6931471805599453f;
+static_assert(ATTN_BQ == ATTN_BK, "the causal tile loops assume square tiles");
+static_assert(ATTN_NT == 32 * (ATTN_BQ / 16), "one warp per 16-row strip");
+
+/* Everything a kernel needs besides the pointers, passed by value. */
+struct AttnGeom {
+    int B, T, H, d;
+    int q_stride, k_stride, v_stride, o_stride; /* elements between rows */
+    float scale;      /* 1 / sqrt(d) */
+    float scale_log2; /* scale * log2(e): scores are kept in base 2 */
+    int phantom;
+    int vec; /* every tile source is 16-byte aligned with d, strides % 4 == 0 */
+};
+
+static inline int attn_dpad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+static inline bool attn_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+static inline AttnGeom attn_geom(const AttnArgs *a, bool vec) {
+    AttnGeom g;
+    g.B = a->B, g.T = a->T, g.H = a->H, g.d = a->d;
+    g.q_stride = a->q_stride, g.k_stride = a->k_stride;
+    g.v_stride = a->v_stride, g.o_stride = a->o_stride;
+    g.scale = 1.0f / sqrtf((float)a->d);
+    g.scale_log2 = g.scale * ATTN_LOG2E;
+    g.phantom = a->phantom;
+    g.vec = vec && a->d % 4 == 0 && a->q_stride % 4 == 0 && a->k_stride % 4 == 0 &&
+            a->v_stride % 4 == 0 && a->o_stride % 4 == 0;
+    return g;
+}
+
+/* Shared-memory offsets are rounded up to 128 bytes (wmma wants 32). */
+static constexpr size_t attn_align(size_t x) { return (x + 127) & ~(size_t)127; }
+
+/* dst[r][c] (row length LD) = bf16(src[(row0 + r) * stride + c]) for
+ * r < ROWS, c < DP, zero where row0 + r >= T or c >= d: padded rows and
+ * columns must be zero, not stale, because a product over the whole tile
+ * multiplies them (by a masked, zero probability for rows; by the zero
+ * padding of the other operand for columns), and 0 * NaN would be NaN.
+ * src is the first row of the (b,h) slice.  With vec, float4 loads. */
+template <int ROWS, int DP, int LD>
+static __device__ __forceinline__ void attn_load_tile(sg_bf16 *__restrict__ dst,
+                                                      const float *__restrict__ src, int stride,
+                                                      int row0, int T, int d, int vec) {
+    static_assert(LD % 8 == 0 && DP % 16 == 0, "wmma tile layout");
+    if (vec) {
+        constexpr int Q4 = DP / 4;
+        for (int idx = threadIdx.x; idx < ROWS * Q4; idx += ATTN_NT) {
+            const int r = idx / Q4, c = (idx % Q4) * 4;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (row0 + r < T && c < d)
+                x = *reinterpret_cast<const float4 *>(src + (long)(row0 + r) * stride + c);
+            __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(dst + r * LD + c);
+            p[0] = __floats2bfloat162_rn(x.x, x.y);
+            p[1] = __floats2bfloat162_rn(x.z, x.w);
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < ROWS * DP; idx += ATTN_NT) {
+            const int r = idx / DP, c = idx % DP;
+            float x = 0.f;
+            if (row0 + r < T && c < d) x = src[(long)(row0 + r) * stride + c];
+            dst[r * LD + c] = __float2bfloat16_rn(x);
+        }
+    }
+}
+
+/* Per-key log-bias of keys [k0, k0 + ATTN_BK), in base 2, 0 past T or
+ * without a bias.  Threads 0..ATTN_BK-1 each write one. */
+static __device__ __forceinline__ void attn_load_bias(float *__restrict__ dst,
+                                                      const float *__restrict__ lb, int k0,
+                                                      int T) {
+    const int t = threadIdx.x;
+    if (t < ATTN_BK) dst[t] = lb && k0 + t < T ? lb[k0 + t] * ATTN_LOG2E : 0.f;
+}
+
+/* Opt a kernel into more than 48 KiB of dynamic shared memory. */
+template <typename K>
+static inline void attn_smem_attr(K kernel, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+}
+
+#endif

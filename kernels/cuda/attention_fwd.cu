@@ -1,0 +1,221 @@
+/* Causal attention forward on the GPU, fused and streaming, for every arm.
+ *
+ * Per head h (c_h = the phantom's logit: sink[h], or 0 when sink is NULL):
+ *   s_ij  = q_i . k_j / sqrt(d) + lb_j                 j <= i
+ *   LSE_i = log(exp(c_h) [phantom] + sum_j exp(s_ij))
+ *   o_i   = sum_j exp(s_ij - LSE_i) v_j                (the phantom's value is 0)
+ * the same as kernels/cpu/attention_fwd.c; see attention_cuda.h for the
+ * precision (bf16 tensor-core products, fp32 statistics) and determinism.
+ *
+ * One block per (query tile of 64, h, b); warp w owns queries
+ * q0 + 16w .. q0 + 16w + 15 and walks the key tiles 0 .. q0 (causal) with the
+ * online softmax (Milakov & Gimelshein 2018; FlashAttention).  For each tile:
+ *   S_w   = Q_w K^T                           (tensor cores -> fp32 in smem)
+ *   m'    = max(m, max_j s_ij)                (masked: j > i or j >= T)
+ *   alpha = exp(m - m'),  P = exp(s - m')
+ *   l     = alpha l + sum_j P_ij,   acc = alpha acc + P V   (P V on the tensor cores)
+ * and at the end o_i = acc_i / l_i, LSE_i = m_i + log l_i.  Scores are kept
+ * in base 2 (s log2 e), so every exponential is one exp2.
+ *
+ * The phantom is the first "key" every query has seen: m starts at c_h and
+ * l at exp(c_h - m) = 1, and because its value is zero it adds nothing to
+ * acc.  It is thus counted in the denominator and in LSE_i (which is all the
+ * backward needs to recompute P exactly) without ever being a column that
+ * could be masked or padded.  Without a phantom m starts at -inf and l at 0;
+ * every query sees key 0 in the first tile, so m is finite from then on.
+ *
+ * Nothing of size T x T exists: a block holds one 64 x 64 score tile at a
+ * time.  Each block writes its own rows of o and lse, once. */
+#include "attention_cuda.h"
+
+/* Shared memory of one block: the bf16 Q, K, V tiles, the bf16 P tile, an
+ * fp32 work tile that holds first S and then the tile's P V (per warp: its
+ * 16 rows), and the key tile's log-bias. */
+template <int DP>
+struct FwdLayout {
+    static constexpr int LDH = DP + 8;                                /* Q/K/V rows (bf16) */
+    static constexpr int LDP = ATTN_BK + 8;                           /* P rows (bf16) */
+    static constexpr int LDW = (DP > ATTN_BK ? DP : ATTN_BK) + 4;     /* work rows (fp32) */
+    static constexpr size_t Q = 0;
+    static constexpr size_t K = attn_align(Q + sizeof(sg_bf16) * ATTN_BQ * LDH);
+    static constexpr size_t V = attn_align(K + sizeof(sg_bf16) * ATTN_BK * LDH);
+    static constexpr size_t P = attn_align(V + sizeof(sg_bf16) * ATTN_BK * LDH);
+    static constexpr size_t W = attn_align(P + sizeof(sg_bf16) * ATTN_BQ * LDP);
+    static constexpr size_t LB = attn_align(W + sizeof(float) * ATTN_BQ * LDW);
+    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
+};
+
+template <int DP>
+static __global__ void __launch_bounds__(ATTN_NT)
+    attn_fwd_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
+                    const float *__restrict__ k, const float *__restrict__ v,
+                    const float *__restrict__ sink, const float *__restrict__ logbias,
+                    AttnGeom g) {
+    typedef FwdLayout<DP> L;
+    constexpr int NF = DP / 16;      /* fragments across the head dim */
+    constexpr int NKF = ATTN_BK / 16; /* fragments across a key tile */
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
+    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
+    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
+    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+
+    /* Blocks are dispatched x fastest: the tile index is z, so the last
+     * query tiles (which see the most keys) of every (b,h) go first. */
+    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
+    const int q0 = qt * ATTN_BQ, T = g.T;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const float *qh = q + row0 * g.q_stride + ho;
+    const float *kh = k + row0 * g.k_stride + ho;
+    const float *vh = v + row0 * g.v_stride + ho;
+    const float *lb = logbias ? logbias + bh * T : nullptr;
+
+    sg_bf16 *Pw = reinterpret_cast<sg_bf16 *>(attn_smem + L::P) + warp * 16 * L::LDP;
+    float *Ww = reinterpret_cast<float *>(attn_smem + L::W) + warp * 16 * L::LDW;
+    const int wq0 = q0 + warp * 16;     /* the warp's first query */
+    const int wlast = wq0 + 15;         /* ... and its last (keys beyond it are masked) */
+    const bool active = wq0 < T;        /* warp-uniform */
+
+    /* Softmax lanes: lane pair (2r, 2r+1) owns row r of the warp's strip,
+     * lane parity cp the columns cp, cp + 2, ... of every tile (of S and of
+     * the output accumulator). */
+    const int r = lane >> 1, cp = lane & 1, i = wq0 + r;
+    float m = g.phantom ? (sink ? sink[h] : 0.f) * ATTN_LOG2E : -INFINITY;
+    float l = g.phantom ? 1.f : 0.f;
+    float acc[DP / 2];
+#pragma unroll
+    for (int t = 0; t < DP / 2; ++t) acc[t] = 0.f;
+
+    attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, qh, g.q_stride, q0, T, g.d, g.vec);
+    __syncthreads();
+    AttFragA qf[NF]; /* the warp's 16 queries, for the whole key loop */
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk)
+        wmma::load_matrix_sync(qf[kk], Qs + warp * 16 * L::LDH + kk * 16, L::LDH);
+
+    for (int kt = 0; kt <= qt; ++kt) {
+        const int k0 = kt * ATTN_BK;
+        __syncthreads(); /* every warp is done with the previous K, V and bias */
+        attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, kh, g.k_stride, k0, T, g.d, g.vec);
+        attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, vh, g.v_stride, k0, T, g.d, g.vec);
+        attn_load_bias(lbs, lb, k0, T);
+        __syncthreads();
+        if (!active) continue;
+
+        /* S_w = Q_w K^T, one 16-key strip at a time; strips wholly past the
+         * warp's last query (only in the diagonal tile) are masked for all of
+         * its rows and are not computed: the softmax below masks them
+         * without reading a value. */
+#pragma unroll
+        for (int n = 0; n < NKF; ++n) {
+            if (k0 + n * 16 > wlast) break;
+            AttFragC s;
+            wmma::fill_fragment(s, 0.f);
+#pragma unroll
+            for (int kk = 0; kk < NF; ++kk) {
+                AttFragBT kb; /* K^T: K rows read column-major */
+                wmma::load_matrix_sync(kb, Ks + n * 16 * L::LDH + kk * 16, L::LDH);
+                wmma::mma_sync(s, qf[kk], kb, s);
+            }
+            wmma::store_matrix_sync(Ww + n * 16, s, L::LDW, wmma::mem_row_major);
+        }
+        __syncwarp();
+
+        /* Online softmax of row r over the tile, in base 2. */
+        float x[ATTN_BK / 2];
+        float mx = m;
+#pragma unroll
+        for (int t = 0; t < ATTN_BK / 2; ++t) {
+            const int c = cp + 2 * t, j = k0 + c;
+            x[t] = j <= i && j < T ? fmaf(Ww[r * L::LDW + c], g.scale_log2, lbs[c]) : -INFINITY;
+            mx = fmaxf(mx, x[t]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        /* mu = the new max, or 0 while the row has seen nothing (no phantom):
+         * exp2(-inf - 0) = 0 then, never exp2(-inf + inf) = NaN. */
+        const float mu = mx == -INFINITY ? 0.f : mx;
+        const float alpha = exp2f(m - mu);
+        float ps = 0.f;
+#pragma unroll
+        for (int t = 0; t < ATTN_BK / 2; ++t) {
+            const float p = exp2f(x[t] - mu);
+            ps += p;
+            Pw[r * L::LDP + cp + 2 * t] = __float2bfloat16_rn(p);
+        }
+        /* a + b == b + a: both lanes of the pair hold the same l */
+        ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+        l = fmaf(l, alpha, ps);
+        m = mx;
+#pragma unroll
+        for (int t = 0; t < DP / 2; ++t) acc[t] *= alpha;
+        __syncwarp(); /* P written; S read (its space takes P V next) */
+
+        /* acc += P V: the tile's product goes through the work tile, then
+         * into each lane's accumulator columns.  Key strips past the warp's
+         * last query have P = 0 and are skipped. */
+        AttFragA pa[NKF];
+#pragma unroll
+        for (int kk = 0; kk < NKF; ++kk)
+            if (k0 + kk * 16 <= wlast) wmma::load_matrix_sync(pa[kk], Pw + kk * 16, L::LDP);
+#pragma unroll
+        for (int n = 0; n < NF; ++n) {
+            AttFragC o;
+            wmma::fill_fragment(o, 0.f);
+#pragma unroll
+            for (int kk = 0; kk < NKF; ++kk) {
+                if (k0 + kk * 16 > wlast) break;
+                AttFragB vb;
+                wmma::load_matrix_sync(vb, Vs + kk * 16 * L::LDH + n * 16, L::LDH);
+                wmma::mma_sync(o, pa[kk], vb, o);
+            }
+            wmma::store_matrix_sync(Ww + n * 16, o, L::LDW, wmma::mem_row_major);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int t = 0; t < DP / 2; ++t) acc[t] += Ww[r * L::LDW + cp + 2 * t];
+        /* the loop-top barrier orders these reads before the next S store */
+    }
+
+    if (active) {
+        /* o_i = acc_i / l_i, staged through the work tile so that the warp
+         * writes whole rows; each lane rewrites only the elements it read. */
+        const float inv = 1.f / l;
+#pragma unroll
+        for (int t = 0; t < DP / 2; ++t) Ww[r * L::LDW + cp + 2 * t] = acc[t] * inv;
+        __syncwarp();
+        float *oh = out + row0 * g.o_stride + ho;
+        for (int idx = lane; idx < 16 * DP; idx += 32) {
+            const int rr = idx / DP, c = idx % DP, ii = wq0 + rr;
+            if (ii < T && c < g.d) oh[(long)ii * g.o_stride + c] = Ww[rr * L::LDW + c];
+        }
+        /* LSE_i = m_i + log l_i, back in natural log */
+        if (cp == 0 && i < T) lse[bh * T + i] = (m + log2f(l)) * ATTN_LN2;
+    }
+}
+
+template <int DP>
+static void attn_fwd_launch(real *out, real *lse, const real *q, const real *k, const real *v,
+                            const AttnArgs *a, const AttnGeom &g) {
+    const size_t smem = FwdLayout<DP>::BYTES;
+    attn_smem_attr(attn_fwd_kernel<DP>, smem);
+    const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
+    attn_fwd_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(out, lse, q, k, v, a->sink,
+                                                              a->logbias, g);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real *k,
+                                 const real *v, const AttnArgs *a) {
+    if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->d <= 0) return;
+    if (a->d > ATTN_MAX_D)
+        sg_cuda_fail(__FILE__, __LINE__, "op_attention_fwd", "head dim > 128 is not supported");
+    const bool vec = attn_aligned16(q) && attn_aligned16(k) && attn_aligned16(v);
+    const AttnGeom g = attn_geom(a, vec);
+    switch (attn_dpad(a->d)) {
+    case 16: attn_fwd_launch<16>(out, lse, q, k, v, a, g); break;
+    case 32: attn_fwd_launch<32>(out, lse, q, k, v, a, g); break;
+    case 64: attn_fwd_launch<64>(out, lse, q, k, v, a, g); break;
+    default: attn_fwd_launch<128>(out, lse, q, k, v, a, g); break;
+    }
+}

@@ -1,0 +1,268 @@
+/* Fused LM head + softmax + cross-entropy (+ its backward) on the device; the
+ * CPU reference is kernels/cpu/classifier.c.
+ *
+ *   z_i      = x_i wte^T                       (classes j < V only)
+ *   loss_i   = logsumexp(z_i) - z_i[y_i]
+ *   dz_ij    = dscale (softmax(z_i)_j - [j == y_i])
+ *   dx       = dz wte        (overwritten)
+ *   dwte    += dz^T x        (acc)
+ *
+ * Rows go through in chunks of CLS_CHUNK so that N x V logits never exist at
+ * once: a chunk's logits are computed (one GEMM), turned into dlogits by one
+ * block per row, and consumed by the two backward GEMMs before the next
+ * chunk.  Only the V real classes enter any GEMM or the softmax: the GEMMs
+ * run over V rows of wte (the padded rows Vp > V are never read, and their
+ * dwte rows are never written); the chunk buffers keep the row pitch Vp,
+ * which keeps every row aligned.
+ *
+ * Precision.  By default the GEMMs read bf16 copies of x, wte and dlogits
+ * (cast on the fly into scratch) and accumulate in fp32 (CUBLAS_COMPUTE_32F),
+ * the paper's bf16 autocast; logits come out in fp32 and the softmax, loss
+ * and dlogits are fp32 (the row sum of exponentials and the loss in double).
+ * dlogits are rounded to bf16 once, as autocast's backward GEMMs see them.
+ * Built with -DSG_CLASSIFIER_FP32 the GEMMs read the fp32 tensors directly
+ * (plain fp32 SGEMM, no TF32) and the dlogits overwrite the logits in place,
+ * for comparisons with the CPU reference at fp32 tolerance.
+ *
+ * Determinism.  cuBLAS GEMMs give the same bits on every run on the same
+ * GPU model and library (one stream, no atomics mode).  Each row's max and
+ * sum of exponentials are reduced over the block's threads in a fixed tree;
+ * the row losses are kept in double and summed in a fixed order by one
+ * block; dwte accumulates chunk by chunk in row order.
+ *
+ * cuBLAS (not Lt) is used: link with -lcublas.  Its handle is private to
+ * this file, created on first use and bound to sg_stream(). */
+extern "C" {
+#include "ops.h"
+}
+#include <cublas_v2.h>
+
+#include "cuda_common.h"
+
+#include <math.h>
+
+#define CLS_CHUNK 2048  /* rows per chunk: 2048 x 50304 fp32 logits = 412 MB */
+#define CLS_THREADS 512 /* threads per row of the softmax; a power of two (tree) */
+#define SUM_THREADS 1024
+
+#ifdef SG_CLASSIFIER_FP32
+typedef float gin_t; /* what the GEMMs read */
+#define GIN_TYPE CUDA_R_32F
+#else
+typedef __nv_bfloat16 gin_t;
+#define GIN_TYPE CUDA_R_16BF
+#endif
+
+__device__ __forceinline__ void store_gin(float *p, float x) { *p = x; }
+__device__ __forceinline__ void store_gin(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
+
+__global__ void cast_kernel(gin_t *__restrict__ out, const float *__restrict__ in, long n) {
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        store_gin(out + i, in[i]);
+}
+
+/* (m1, s1) <- the pair for the union of two sets of exponentials, where
+ * s = sum exp(z - m) over the set; an empty set is (-inf, 0). */
+__device__ __forceinline__ void lse_combine(float &m1, double &s1, float m2, double s2) {
+    const float m = m1 > m2 ? m1 : m2;
+    if (m == -INFINITY) return; /* both empty */
+    s1 = s1 * (double)expf(m1 - m) + s2 * (double)expf(m2 - m);
+    m1 = m;
+}
+
+/* One block per row i of the chunk.  z[i*ldz + j], j < V: the logits.
+ * Writes rowloss[i] (double), losses[i] (if given) and, when dz is not NULL,
+ * dz[i*ldz + j] for j < V (dz may be z itself: every element is read by the
+ * thread that overwrites it, and z[y] is read before the first barrier). */
+__global__ void __launch_bounds__(CLS_THREADS)
+cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
+                   float *__restrict__ losses, const int32_t *__restrict__ targets, int V,
+                   int ldz, float dscale) {
+    __shared__ float m_sh[CLS_THREADS];
+    __shared__ double s_sh[CLS_THREADS];
+    __shared__ float zy_sh;
+    const int tid = threadIdx.x;
+    const long i = blockIdx.x;
+    const float *zi = z + i * ldz;
+    const int y = targets[i];
+    if (tid == 0) zy_sh = zi[y];
+
+    /* online max and sum of exponentials over this thread's columns: one
+     * read of the row, one exp per element */
+    float m = -INFINITY, s = 0.f;
+    for (int j = tid; j < V; j += CLS_THREADS) {
+        const float v = zi[j];
+        if (v > m) {
+            s = s * expf(m - v) + 1.f;
+            m = v;
+        } else {
+            s += expf(v - m);
+        }
+    }
+    m_sh[tid] = m;
+    s_sh[tid] = s;
+    __syncthreads();
+    for (int w = CLS_THREADS / 2; w > 0; w >>= 1) { /* fixed tree */
+        if (tid < w) {
+            float mm = m_sh[tid];
+            double ss = s_sh[tid];
+            lse_combine(mm, ss, m_sh[tid + w], s_sh[tid + w]);
+            m_sh[tid] = mm;
+            s_sh[tid] = ss;
+        }
+        __syncthreads();
+    }
+    const float M = m_sh[0];
+    const double S = s_sh[0];
+    if (tid == 0) {
+        const double li = (double)M + log(S) - (double)zy_sh;
+        rowloss[i] = li;
+        if (losses) losses[i] = (float)li;
+    }
+    if (!dz) return;
+    /* dz = dscale softmax - dscale [j == y], as the reference: exp(z - max)
+     * times dscale / sum */
+    const float f = (float)((double)dscale / S);
+    gin_t *di = dz + i * ldz;
+    for (int j = tid; j < V; j += CLS_THREADS) {
+        float e = expf(zi[j] - M) * f;
+        if (j == y) e -= dscale;
+        store_gin(di + j, e);
+    }
+}
+
+/* *out = sum of x[0..n) in a fixed order: thread t adds t, t+1024, ...,
+ * then a fixed tree. */
+__global__ void __launch_bounds__(SUM_THREADS)
+sum_double_kernel(double *__restrict__ out, const double *__restrict__ x, int n) {
+    __shared__ double sh[SUM_THREADS];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += SUM_THREADS) s += x[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = SUM_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = sh[0];
+}
+
+static cublasHandle_t cls_cublas(void) {
+    static cublasHandle_t h;
+    static cudaStream_t bound;
+    static int have;
+    if (!have) {
+        CUBLAS_CHECK(cublasCreate(&h));
+        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
+        bound = sg_stream();
+        have = 1;
+    } else if (bound != sg_stream()) {
+        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
+        bound = sg_stream();
+    }
+    return h;
+}
+
+/* column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, fp32 accumulate and output */
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const gin_t *A,
+                 int lda, const gin_t *B, int ldb, float beta, float *Cm, int ldc) {
+    const float alpha = 1.f;
+    CUBLAS_CHECK(cublasGemmEx(cls_cublas(), ta, tb, m, n, k, &alpha, A, GIN_TYPE, lda, B, GIN_TYPE,
+                              ldb, &beta, Cm, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
+/* The GEMM operand for n fp32 values: a bf16 copy in `buf`, or the values
+ * themselves in the fp32 build. */
+static const gin_t *gemm_input(gin_t *buf, const float *src, long n) {
+#ifdef SG_CLASSIFIER_FP32
+    (void)buf;
+    (void)n;
+    return src;
+#else
+    if (n > 0) {
+        long blocks = (n + 255) / 256;
+        if (blocks > 65536) blocks = 65536;
+        cast_kernel<<<(unsigned)blocks, 256, 0, sg_stream()>>>(buf, src, n);
+        CUDA_LAUNCHED();
+    }
+    return buf;
+#endif
+}
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* In the row-major terms of ops.h, with cuBLAS's column-major view of a
+ * row-major [r, c] matrix being [c, r]:
+ *   z[n, Vp]  = x[n, C] wte[V, C]^T    -> gemm(T, N, V, n, C;  wte ld C, x ld C;  z ld Vp)
+ *   dx[n, C]  = dz[n, V] wte[V, C]     -> gemm(N, N, C, n, V;  wte ld C, dz ld Vp; dx ld C)
+ *   dwte[V,C] += dz[n, V]^T x[n, C]    -> gemm(N, T, C, V, n;  x ld C, dz ld Vp;  dwte ld C) */
+extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *x, const real *wte,
+                                const int32_t *targets, int N, int C, int V, int Vp,
+                                real dscale) {
+    if (N <= 0) return 0.0;
+    if (V > Vp || V <= 0 || C <= 0)
+        sg_cuda_fail(__FILE__, __LINE__, "op_classifier", "needs 0 < V <= Vp and C > 0");
+    cudaStream_t st = sg_stream();
+    const int grad = dx || dwte;
+    const int chunk = N < CLS_CHUNK ? N : CLS_CHUNK;
+
+    /* SCRATCH_CLASSIFIER, carved: logits chunk, rows' losses, the total
+     * and (bf16 build) the dlogits chunk and the bf16 copies of wte and x */
+    const size_t zb = align256(sizeof(float) * (size_t)chunk * Vp);
+    const size_t lb = align256(sizeof(double) * (size_t)N);
+#ifdef SG_CLASSIFIER_FP32
+    const size_t db = 0, wb = 0, xb = 0;
+#else
+    const size_t db = grad ? align256(sizeof(gin_t) * (size_t)chunk * Vp) : 0;
+    const size_t wb = align256(sizeof(gin_t) * (size_t)V * C);
+    const size_t xb = align256(sizeof(gin_t) * (size_t)chunk * C);
+#endif
+    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, zb + lb + 256 + db + wb + xb);
+    float *z = (float *)s;
+    double *rowloss = (double *)(s + zb);
+    double *total = (double *)(s + zb + lb);
+    gin_t *dz = NULL;
+    if (grad) {
+#ifdef SG_CLASSIFIER_FP32
+        dz = z; /* dlogits overwrite the logits */
+#else
+        dz = (gin_t *)(s + zb + lb + 256);
+#endif
+    }
+    gin_t *wbuf = (gin_t *)(s + zb + lb + 256 + db);
+    gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + db + wb);
+
+    const gin_t *w = gemm_input(wbuf, wte, (long)V * C);
+    for (int r0 = 0; r0 < N; r0 += chunk) {
+        const int n = N - r0 < chunk ? N - r0 : chunk;
+        const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, w, C, xc, C, 0.f, z, Vp);
+        cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
+                                                      targets + r0, V, Vp, dscale);
+        CUDA_LAUNCHED();
+        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, n, V, w, C, dz, Vp, 0.f, dx + (size_t)r0 * C, C);
+        if (dwte) gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, V, n, xc, C, dz, Vp, 1.f, dwte, C);
+    }
+    sum_double_kernel<<<1, SUM_THREADS, 0, st>>>(total, rowloss, N);
+    CUDA_LAUNCHED();
+    double h = 0.0;
+    CUDA_CHECK(cudaMemcpyAsync(&h, total, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return h;
+}
+
+/* logits[N, Vp] = x[N, C] wte[Vp, C]^T, in the classifier's precision. */
+extern "C" void op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp) {
+    if (N <= 0 || Vp <= 0) return;
+#ifdef SG_CLASSIFIER_FP32
+    gin_t *wbuf = NULL, *xbuf = NULL;
+#else
+    const size_t wb = align256(sizeof(gin_t) * (size_t)Vp * C);
+    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, wb + sizeof(gin_t) * (size_t)N * C);
+    gin_t *wbuf = (gin_t *)s, *xbuf = (gin_t *)(s + wb);
+#endif
+    const gin_t *w = gemm_input(wbuf, wte, (long)Vp * C);
+    const gin_t *xx = gemm_input(xbuf, x, (long)N * C);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vp, N, C, w, C, xx, C, 0.f, logits, Vp);
+}

@@ -1,0 +1,107 @@
+/* LayerNorm on the GPU, the math of kernels/cpu/layernorm.c:
+ *   xhat = (x - mean) rstd,  rstd = 1/sqrt(var + 1e-5)  (biased variance),  y = xhat w + b
+ *   dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dxhat = dy w
+ *   dw += sum_rows dy xhat,  db += sum_rows dy
+ * One warp per row; row statistics in fp32 with a two-pass variance (the
+ * row is re-read from L1/L2, not cancelled in one pass).  dw/db: each block
+ * writes per-column partial sums over its rows, and a second kernel adds
+ * the partials in block order: deterministic, no atomics. */
+#include "cuda_common.h"
+
+enum { WARPS = 8, ROWS_PER_BLOCK = 64 };
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void ln_fwd_k(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                         int N, int C) {
+    int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    float s = 0;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    float mu = warp_sum(s) / C;
+    float v = 0;
+    for (int c = lane; c < C; c += 32) {
+        float d = x[c] - mu;
+        v += d * d;
+    }
+    float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+    float *y = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) y[c] = (x[c] - mu) * r * w[c] + (b ? b[c] : 0.0f);
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
+/* dx for one row per warp */
+__global__ void ln_bwd_dx_k(float *dinp, const float *dout, const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C) {
+    int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    float m = mean[row], r = rstd[row], sd = 0, sdx = 0;
+    for (int c = lane; c < C; c += 32) {
+        float xh = (x[c] - m) * r, g = dy[c] * w[c];
+        sd += g;
+        sdx += g * xh;
+    }
+    float md = warp_sum(sd) / C, mdx = warp_sum(sdx) / C;
+    float *dx = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) {
+        float xh = (x[c] - m) * r;
+        dx[c] += r * (dy[c] * w[c] - md - xh * mdx);
+    }
+}
+
+/* part[blk][0..C) = sum over the block's rows of dy xhat, part[blk][C..2C) of dy */
+__global__ void ln_bwd_part_k(float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
+                              int N, int C) {
+    int r0 = blockIdx.y * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < N ? r0 + ROWS_PER_BLOCK : N;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        float sw = 0, sb = 0;
+        for (int i = r0; i < r1; i++) {
+            float dy = dout[(size_t)i * C + c];
+            sw += dy * (inp[(size_t)i * C + c] - mean[i]) * rstd[i];
+            sb += dy;
+        }
+        part[(size_t)blockIdx.y * 2 * C + c] = sw;
+        part[(size_t)blockIdx.y * 2 * C + C + c] = sb;
+    }
+}
+
+__global__ void ln_bwd_sum_k(float *dw, float *db, const float *part, int nblk, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sw = 0, sb = 0;
+    for (int k = 0; k < nblk; k++) {
+        sw += part[(size_t)k * 2 * C + c];
+        sb += part[(size_t)k * 2 * C + C + c];
+    }
+    dw[c] += sw;
+    if (db) db[c] += sb;
+}
+
+extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
+                                 int N, int C) {
+    if (N <= 0) return;
+    ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, mean, rstd, inp, w, b, N, C);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                                 const real *mean, const real *rstd, int N, int C) {
+    if (N <= 0) return;
+    ln_bwd_dx_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(dinp, dout, inp, w, mean, rstd, N, C);
+    CUDA_LAUNCHED();
+    int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)nblk * 2 * C * sizeof(float));
+    dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
+    ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
+    CUDA_LAUNCHED();
+    ln_bwd_sum_k<<<sg_blocks(C, 256), 256, 0, sg_stream()>>>(dw, db, part, nblk, C);
+    CUDA_LAUNCHED();
+}

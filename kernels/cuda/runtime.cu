@@ -1,0 +1,113 @@
+/* The CUDA backend's runtime: one stream, one cuBLASLt handle, scratch
+ * buffers, and the memory half of the op interface (ops.h, "memory"). */
+#include <string.h>
+
+#include "cuda_common.h"
+
+static cudaStream_t g_stream;
+static cublasLtHandle_t g_lt;
+static void *g_scratch[SCRATCH_SLOTS];
+static size_t g_scratch_bytes[SCRATCH_SLOTS];
+static char g_name[300];
+
+extern "C" void sg_cuda_fail(const char *file, int line, const char *call, const char *why) {
+    fprintf(stderr, "sgtrain: CUDA error at %s:%d: %s: %s\n", file, line, call, why);
+    exit(1);
+}
+
+/* The first use finds the device, so a machine without one gets a clear
+ * message instead of an error from deep inside the first op. */
+static void find_device(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        fprintf(stderr,
+                "sgtrain: no CUDA device (%s): this is the CUDA build; on a machine without a GPU use "
+                "the CPU build, build/sgtrain\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        exit(1);
+    }
+}
+
+extern "C" cudaStream_t sg_stream(void) {
+    if (!g_stream) {
+        find_device();
+        CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    }
+    return g_stream;
+}
+
+extern "C" cublasLtHandle_t sg_cublaslt(void) {
+    if (!g_lt) CUBLAS_CHECK(cublasLtCreate(&g_lt));
+    return g_lt;
+}
+
+extern "C" void *sg_scratch(int slot, size_t bytes) {
+    if (bytes <= g_scratch_bytes[slot]) return g_scratch[slot];
+    if (g_scratch[slot]) {
+        /* the stream may still be reading the old buffer */
+        CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+        CUDA_CHECK(cudaFree(g_scratch[slot]));
+    }
+    size_t want = bytes + bytes / 4; /* grow with headroom: shapes repeat every step */
+    CUDA_CHECK(cudaMalloc(&g_scratch[slot], want));
+    g_scratch_bytes[slot] = want;
+    return g_scratch[slot];
+}
+
+extern "C" void *op_alloc(size_t bytes) {
+    void *p = NULL;
+    sg_stream();
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* clear the error: the caller reports out of memory */
+        return NULL;
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, sg_stream()));
+    return p;
+}
+
+extern "C" void op_free(void *p) {
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+    CUDA_CHECK(cudaFree(p));
+}
+
+/* Host memory here is pageable, so the copies are staged by the driver;
+ * ordering on the stream keeps them after the ops that produce the data. */
+extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* the host may reuse its buffer at once */
+}
+
+extern "C" void op_download(void *host, const void *dev, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, sg_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+}
+
+extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
+}
+
+extern "C" void op_zero(void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, sg_stream()));
+}
+
+extern "C" int op_host_memory(void) { return 0; }
+
+extern "C" const char *op_backend(void) {
+    if (!g_name[0]) {
+        sg_stream();
+        int dev = 0;
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+        snprintf(g_name, sizeof g_name, "cuda (%s, sm_%d%d)", prop.name, prop.major, prop.minor);
+    }
+    return g_name;
+}
+
+/* One stream, one device: "threads" of the CPU backend have no meaning here. */
+extern "C" int op_threads(void) { return 1; }

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# `make bench-gpu`: the GPU benchmarks behind the goals of docs/cuda.md, in one
+# run on one GPU so that the ratios are comparable.  Builds nothing (`make
+# bench-gpu` depends on `cuda`); needs a GPU.
+#  1. build/cuda/bench_gpu, one process per tier (10M, 124M, 350M; the tier's
+#     micro-batch), baseline and combo2: ms/step, tokens/s, MFU against the
+#     GPU's dense bf16 peak.
+#  2. build/cuda/bench_gpu --no-train: attention forward + backward TFLOP/s
+#     for every arm at the 124M shape.
+#  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
+#     autocast, torch.compile, fused AdamW, SDPA with the head dimension
+#     augmented for the phantom) on the same tiers, micro-batches and arms;
+#     skipped, with a note, where torch or its CUDA is missing.
+#  4. A summary: per tier sinkgate vs PyTorch tokens/s, combo2/baseline, MFU
+#     at 124M, and which goals are met.
+# Everything goes to $OUT (default $B/bench-gpu-results) as text and JSON.
+#
+# Time: every command runs under `timeout`, and the whole script keeps to
+# BENCH_GPU_BUDGET_S seconds (default 240): a step that would start with too
+# little time left is skipped with a note (the PyTorch tiers run 124M first,
+# then 10M, then 350M).  Knobs: BENCH_GPU_TIERS ("10M 124M 350M"),
+# BENCH_GPU_ARMS (baseline,combo2), BENCH_GPU_STEPS (10 timed steps after 2
+# warm-up), BENCH_GPU_PEAK_TFLOPS (else from the device name),
+# TORCH_COMPILE_SCOPE (blocks: the embedding, one block shared by every layer
+# and the head compiled as regions, the same kernels for a fraction of the
+# compile time; model: one fullgraph compile of the whole model, slower to
+# compile), TORCH_COMPILE_LIMIT_S (60: a first step slower than that reruns
+# the arm eagerly, and the summary says so), PYTHON (python3).
+set -u
+B=${1:-build}
+CB=$B/cuda
+OUT=${OUT:-$B/bench-gpu-results}
+BUDGET=${BENCH_GPU_BUDGET_S:-240}
+TIERS=${BENCH_GPU_TIERS:-10M 124M 350M}
+ARMS=${BENCH_GPU_ARMS:-baseline,combo2}
+STEPS=${BENCH_GPU_STEPS:-10}
+SCOPE=${TORCH_COMPILE_SCOPE:-blocks}
+CLIMIT=${TORCH_COMPILE_LIMIT_S:-60}
+PY=${PYTHON:-python3}
+PEAK=()
+[ -n "${BENCH_GPU_PEAK_TFLOPS:-}" ] && PEAK=(--peak-tflops "$BENCH_GPU_PEAK_TFLOPS")
+
+mkdir -p "$OUT"
+rm -f "$OUT"/sinkgate-*.* "$OUT"/torch-*.* "$OUT"/summary.* "$OUT"/notes.txt "$OUT"/nvidia-smi.txt
+NOTES=$OUT/notes.txt
+: >"$NOTES"
+START=$SECONDS
+note() { echo "note: $*" | tee -a "$NOTES"; }
+left() { echo $((BUDGET - (SECONDS - START))); }
+# The tiers' micro-batches (src/config.c, Table 3 of the paper).
+micro_batch() { case $1 in 10M) echo 64 ;; 50M) echo 16 ;; *) echo 8 ;; esac; }
+
+# run NAME CAP MIN CMD...: CMD under timeout min(CAP, time left), output to
+# $OUT/NAME.txt and the terminal; skipped when less than MIN seconds are left.
+run() {
+    local name=$1 cap=$2 min=$3 t
+    shift 3
+    t=$(left)
+    if [ "$t" -lt "$min" ]; then
+        note "$name skipped: ${t}s of the ${BUDGET}s budget left (it needs ${min}s)"
+        return 124
+    fi
+    [ "$t" -gt "$cap" ] && t=$cap
+    echo "--- $name (limit ${t}s)"
+    timeout -k 5 "$t" "$@" 2>&1 | tee "$OUT/$name.txt"
+    local rc=${PIPESTATUS[0]}
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then note "$name timed out after ${t}s"
+    elif [ "$rc" != 0 ]; then note "$name exited with status $rc"; fi
+    return "$rc"
+}
+
+if [ ! -x "$CB/bench_gpu" ]; then
+    echo "bench-gpu: $CB/bench_gpu is missing: make cuda first" >&2
+    exit 2
+fi
+echo "=== GPU benchmarks -> $OUT (budget ${BUDGET}s) ==="
+if command -v nvidia-smi >/dev/null; then
+    timeout 15 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm,clocks.sm \
+        --format=csv >"$OUT/nvidia-smi.txt" 2>&1 && cat "$OUT/nvidia-smi.txt"
+fi
+
+fail=0
+echo "=== sinkgate: training steps (tiers: $TIERS; arms: $ARMS) ==="
+for tier in $TIERS; do
+    case $tier in 350M) cap=75 ;; *) cap=45 ;; esac
+    run "sinkgate-$tier" $cap 15 "$CB/bench_gpu" --tiers "$tier" --arms "$ARMS" --steps "$STEPS" --warmup 2 \
+        --no-attn "${PEAK[@]}" --json "$OUT/sinkgate-$tier.json" || fail=1
+done
+echo "=== sinkgate: attention forward + backward, every arm ==="
+run sinkgate-attention 30 10 "$CB/bench_gpu" --no-train --arms all --json "$OUT/sinkgate-attention.json" || fail=1
+
+echo "=== PyTorch twin on the same GPU ==="
+tv=$(timeout 60 "$PY" -c 'import sys, torch
+print(torch.__version__)
+sys.exit(0 if torch.cuda.is_available() else 3)' 2>/dev/null)
+trc=$?
+if [ $trc = 0 ]; then
+    echo "PyTorch $tv; torch.compile scope: $SCOPE; compile limit ${CLIMIT}s per arm"
+    for tier in 124M 10M 350M; do
+        case " $TIERS " in *" $tier "*) ;; *) continue ;; esac
+        case $tier in 350M) cap=110 ;; 124M) cap=90 ;; *) cap=75 ;; esac
+        run "torch-$tier" $cap 30 "$PY" tests/bench/torch_step.py --device cuda --shape "$tier" \
+            --micro-batch "$(micro_batch "$tier")" --arms "$ARMS" --steps "$STEPS" --warmup-steps 2 \
+            --compile-scope "$SCOPE" --compile-limit "$CLIMIT" --json "$OUT/torch-$tier.json"
+    done
+elif [ $trc = 3 ]; then
+    note "PyTorch $tv sees no CUDA device: the PyTorch comparison is skipped"
+else
+    note "PyTorch is not importable with $PY (or timed out importing): the PyTorch comparison is skipped"
+fi
+
+echo "=== summary ==="
+if command -v "$PY" >/dev/null; then
+    OUT="$OUT" TIERS="$TIERS" "$PY" - <<'EOF' | tee "$OUT/summary.txt"
+import json, os
+out, tiers = os.environ["OUT"], os.environ["TIERS"].split()
+
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+def fmt(x, f="{:.0f}"):
+    return "n/a" if x is None else f.format(x)
+
+summary = {"tiers": {}, "goals": {}}
+peak = None
+print(f"{'tier':<5} {'arm':<9} {'sinkgate tok/s':>15} {'PyTorch tok/s':>14} {'ratio':>6} {'MFU':>6}"
+      f" {'combo2/base':>12}")
+for tier in tiers:
+    sg, pt = load(f"sinkgate-{tier}.json"), load(f"torch-{tier}.json")
+    sgr = ((sg or {}).get("train") or {}).get(tier, {})
+    if sg and sg.get("peak_tflops"):
+        peak = sg["peak_tflops"]
+    ptr = (pt or {}).get("results", {})
+    row = {}
+    for arm in ("baseline", "combo2"):
+        a, p = sgr.get(arm), ptr.get(arm)
+        s_tok = a["tokens_per_s"] if a and a.get("ok") else None
+        p_tok = p["tokens_per_s"] if p else None
+        row[arm] = {"sinkgate_tokens_per_s": s_tok, "mfu": a.get("mfu") if a else None,
+                    "torch_tokens_per_s": p_tok, "torch_compiled": p.get("compiled") if p else None,
+                    "ratio_vs_torch": s_tok / p_tok if s_tok and p_tok else None}
+    b, c = row["baseline"]["sinkgate_tokens_per_s"], row["combo2"]["sinkgate_tokens_per_s"]
+    row["combo2_over_baseline"] = c / b if b and c else None
+    summary["tiers"][tier] = row
+    for i, arm in enumerate(("baseline", "combo2")):
+        r = row[arm]
+        eager = " (eager!)" if r["torch_compiled"] is False else ""
+        print(f"{tier if i == 0 else '':<5} {arm:<9} {fmt(r['sinkgate_tokens_per_s']):>15}"
+              f" {fmt(r['torch_tokens_per_s']):>14} {fmt(r['ratio_vs_torch'], '{:.2f}x'):>6}"
+              f" {fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%'):>6}"
+              f" {fmt(row['combo2_over_baseline'], '{:.3f}') if i == 0 else '':>12}{eager}")
+
+att = load("sinkgate-attention.json")
+if att and att.get("attention", {}).get("arms"):
+    a = att["attention"]
+    print(f"\nattention fwd+bwd, B {a['B']} T {a['T']} H {a['H']} d {a['d']}: TFLOP/s "
+          + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms"].items()))
+    summary["attention_tflops"] = {k: v["tflops"] for k, v in a["arms"].items()}
+
+def verdict(ok):
+    return "n/a (not measured)" if ok is None else ("MET" if ok else "NOT met")
+
+# Goal 1: combo2 within 3% of the baseline's tokens/s, at every tier measured.
+r1 = {t: v["combo2_over_baseline"] for t, v in summary["tiers"].items() if v["combo2_over_baseline"]}
+g1 = None if not r1 else all(x >= 0.97 for x in r1.values())
+# Goal 2: the 124M tier at 45% MFU or more (the baseline arm; combo2 shown too).
+m = summary["tiers"].get("124M", {})
+mb, mc = (m.get("baseline") or {}).get("mfu"), (m.get("combo2") or {}).get("mfu")
+g2 = None if mb is None else mb >= 0.45
+# Goal 3: at least 1.3x PyTorch's tokens/s, every tier and arm where both ran
+# (PyTorch runs that fell back to eager do not count).
+r3 = {f"{t}/{arm}": v[arm]["ratio_vs_torch"] for t, v in summary["tiers"].items()
+      for arm in ("baseline", "combo2") if v[arm]["ratio_vs_torch"] and v[arm]["torch_compiled"]}
+g3 = None if not r3 else all(x >= 1.3 for x in r3.values())
+eager = [f"{t}/{arm}" for t, v in summary["tiers"].items() for arm in ("baseline", "combo2")
+         if v[arm]["torch_compiled"] is False]
+print("\ngoals:")
+print(f"  1. combo2 within 3% of baseline tokens/s: {verdict(g1)}"
+      + (" (" + ", ".join(f"{t} {x:.3f}" for t, x in r1.items()) + ")" if r1 else ""))
+no_peak = m.get("baseline", {}).get("sinkgate_tokens_per_s") and mb is None
+print(f"  2. 124M at >= 45% MFU: {verdict(g2)}"
+      + (" (the GPU's peak is unknown: set BENCH_GPU_PEAK_TFLOPS)" if no_peak else "")
+      + (f" (baseline {fmt(mb and 100 * mb, '{:.1f}%')}, combo2 {fmt(mc and 100 * mc, '{:.1f}%')}"
+         f", peak {peak} TFLOP/s)" if mb is not None else ""))
+print(f"  3. >= 1.3x PyTorch tokens/s: {verdict(g3)}"
+      + (" (" + ", ".join(f"{k} {x:.2f}x" for k, x in r3.items()) + ")" if r3 else "")
+      + (f"; not counted, PyTorch fell back to eager: {', '.join(eager)}" if eager else ""))
+summary["goals"] = {"combo2_within_3pct": g1, "mfu_124M_ge_45pct": g2, "torch_ratio_ge_1_3": g3}
+try:
+    with open(os.path.join(out, "notes.txt")) as f:
+        notes = [l.strip() for l in f if l.strip()]
+except OSError:
+    notes = []
+for n in notes:
+    print(n)
+summary["notes"] = notes
+with open(os.path.join(out, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+    f.write("\n")
+EOF
+else
+    note "no $PY: no summary (the figures are in $OUT)"
+fi
+echo "(${SECONDS}s in all; figures in $OUT)"
+exit $fail

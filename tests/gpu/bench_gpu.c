@@ -1,0 +1,412 @@
+/* bench_gpu: training-step throughput and MFU of the CUDA backend, and the
+ * attention op's forward+backward rate per arm (`make bench-gpu`,
+ * tests/gpu/bench.sh).  Needs a GPU.
+ *
+ *   bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all]
+ *             [--steps N] [--warmup N] [--micro-batch N] [--peak-tflops X]
+ *             [--attn-iters N] [--no-train] [--no-attn] [--json FILE]
+ *
+ * Training: for each tier (config_from_tier, the tier's micro-batch,
+ * grad_accum 1) and arm, full steps exactly as src/train.c runs them --
+ * model_zero_grad, model_forward(grad=1), model_backward, optim_step (global
+ * grad-norm clip + AdamW, lr held at 6e-4) -- on random tokens made once
+ * (model_forward copies the B*T tokens to the device every step, as
+ * training does).  W warm-up steps (default 2), then N timed steps (default
+ * 10) in one window that starts and ends with a device synchronisation (a
+ * 4-byte op_download); each step also ends with one, so that the per-step
+ * times (min/median) are real.  tokens/s = N * B * T / window.
+ *
+ * MFU = achieved FLOP/s / the GPU's dense bf16 peak, with
+ *   FLOP/token = 6 * (P_nonemb + V*C) + 6 * L * T * C
+ * where P_nonemb is model_count_non_embedding (every parameter except wte
+ * and wpe) and V*C is the tied LM head (its matmul is 2*V*C per token
+ * forward, 4*V*C backward); the second term is attention's score and
+ * value products, 12 * L * T * C / 2 (forward 4, backward 8, per position
+ * and channel, halved for the causal mask).  The peak comes from
+ * --peak-tflops or from the device name (H200 / H100 SXM 989.4, H100 PCIe
+ * 756, A100 312, RTX 5090 209.5 TFLOP/s); otherwise MFU is n/a.
+ *
+ * Attention: op_attention_fwd then op_attention_bwd alone, at the 124M
+ * shape (B 8, T 1024, H 12, d 64; the sink-token arm attends over T+1
+ * positions as the model does), with the strides, phantom, sink logits and
+ * log-biases of each arm as src/model.c's attn_args sets them.
+ * TFLOP/s = (4 + 10) * B * H * (T(T+1)/2) * d / time -- the model's
+ * attn_flops convention: 4 score-sized products forward (QK^T, PV), 10
+ * backward (recomputed QK^T, dV, dP, dQ, dK) over the causal half. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arms.h"
+#include "config.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "profile.h"
+#include "rng.h"
+
+#define MAX_TIERS 16
+#define FLOP_FORMULA "FLOP/token = 6*(P_nonemb + V*C) + 6*L*T*C  (6N with the tied LM head, plus causal attention 12*L*T*C/2)"
+
+static const double LR = 6e-4;
+
+/* One 4-byte download: the host waits for everything queued before it. */
+static void sync_dev(const void *dev) {
+    float x;
+    op_download(&x, dev, sizeof x);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Comma-separated list membership; "all" matches everything. */
+static int listed(const char *list, const char *name) {
+    if (!strcmp(list, "all")) return 1;
+    char l[1024], p[128];
+    snprintf(l, sizeof l, ",%s,", list);
+    snprintf(p, sizeof p, ",%s,", name);
+    return strstr(l, p) != NULL;
+}
+
+/* Dense bf16 (fp32 accumulate) tensor-core peak by device name, TFLOP/s; 0 if unknown. */
+static double peak_for(const char *dev) {
+    static const struct {
+        const char *pat;
+        double tflops;
+    } tab[] = {{"H200", 989.4}, {"H100 PCIe", 756.0}, {"H100", 989.4}, {"A100", 312.0}, {"5090", 209.5}};
+    for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
+        if (strstr(dev, tab[i].pat)) return tab[i].tflops;
+    return 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double x) {
+    if (isfinite(x)) fprintf(f, "%.6g", x);
+    else fputs("null", f);
+}
+
+/* ---- training steps ------------------------------------------------------ */
+
+typedef struct {
+    int ok;
+    char err[512];
+    int B, T;
+    long params, nonemb;
+    double flop_per_token;
+    double ms_step, ms_min, ms_median, tok_s, tflops, mfu;
+    double loss_first, loss_last, gnorm_last;
+    double setup_s;
+} TrainResult;
+
+static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
+    TrainResult r;
+    memset(&r, 0, sizeof r);
+    r.mfu = NAN;
+    Config c;
+    double t_setup = prof_now();
+    if (config_from_tier(&c, tier, r.err, sizeof r.err)) return r;
+    snprintf(c.arm, sizeof c.arm, "%s", arm);
+    if (mb > 0) c.micro_batch = mb;
+    c.grad_accum = 1;
+    if (config_validate(&c, r.err, sizeof r.err)) return r;
+    Model m;
+    if (model_build(&m, &c, r.err, sizeof r.err)) return r;
+    model_init(&m, 0);
+    int B = c.micro_batch, T = c.block_size;
+    r.B = B, r.T = T;
+    int32_t *in = malloc(sizeof *in * (size_t)B * T), *tg = malloc(sizeof *tg * (size_t)B * T);
+    double *times = malloc(sizeof *times * (size_t)steps);
+    for (long i = 0; i < (long)B * T; i++) {
+        in[i] = (int32_t)rng_below(rng_key(7, 1, (uint64_t)i), (uint64_t)c.vocab_size);
+        tg[i] = (int32_t)rng_below(rng_key(7, 2, (uint64_t)i), (uint64_t)c.vocab_size);
+    }
+    real dscale = (real)(1.0 / ((double)B * T));
+    double window0 = 0, window = 0;
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup) {
+            sync_dev(m.params);
+            window0 = prof_now();
+        }
+        double t0 = prof_now();
+        model_zero_grad(&m);
+        double loss = model_forward(&m, in, tg, B, 1, dscale) / ((double)B * T);
+        model_backward(&m);
+        double gn = optim_step(&m, s, LR);
+        sync_dev(m.params);
+        if (s == 0) r.setup_s = prof_now() - t_setup;
+        if (s == 0) r.loss_first = loss;
+        r.loss_last = loss, r.gnorm_last = gn;
+        if (s >= warmup) times[s - warmup] = prof_now() - t0;
+    }
+    window = prof_now() - window0;
+    qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    r.ms_step = 1e3 * window / steps;
+    r.ms_min = 1e3 * times[0];
+    r.ms_median = 1e3 * times[steps / 2];
+    r.tok_s = (double)steps * B * T / window;
+    r.params = model_count_params(&m);
+    r.nonemb = model_count_non_embedding(&m);
+    r.flop_per_token = 6.0 * ((double)r.nonemb + (double)c.vocab_size * c.n_embd) +
+                       6.0 * c.n_layer * (double)T * c.n_embd;
+    r.tflops = r.flop_per_token * r.tok_s / 1e12;
+    if (peak > 0) r.mfu = r.tflops / peak;
+    r.ok = isfinite(r.loss_last) && isfinite(r.gnorm_last);
+    if (!r.ok) snprintf(r.err, sizeof r.err, "non-finite loss %g or grad norm %g", r.loss_last, r.gnorm_last);
+    free(times);
+    free(in);
+    free(tg);
+    model_free(&m);
+    return r;
+}
+
+/* ---- attention alone --------------------------------------------------- */
+
+typedef struct {
+    int T;
+    double fwd_ms, bwd_ms, fwd_tflops, bwd_tflops, tflops;
+} AttnResult;
+
+static real *dev_rand(long n, double scale, double offset, uint64_t key) {
+    real *h = malloc(sizeof *h * (size_t)n);
+    for (long i = 0; i < n; i++) h[i] = (real)(offset + scale * rng_normal(key, (uint64_t)i));
+    real *d = op_alloc(sizeof *d * (size_t)n);
+    if (!d) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    op_upload(d, h, sizeof *h * (size_t)n);
+    free(h);
+    return d;
+}
+
+static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters) {
+    int C = H * d, T = T0 + (arm_has_sink_token(arm) ? 1 : 0);
+    long N = (long)B * T, BHT = (long)B * H * T;
+    int gated = arm->filter != FILTER_NONE && arm->slot == FSLOT_VALUE;
+    int routing = arm->filter != FILTER_NONE && arm->slot == FSLOT_ROUTING;
+    real *qkv = dev_rand(N * 3 * C, 1.0, 0.0, 11), *vg = dev_rand(N * C, 1.0, 0.0, 12);
+    real *dout = dev_rand(N * C, 1.0, 0.0, 13);
+    real *sink = dev_rand(H, 0.5, 0.0, 14), *logbias = dev_rand(BHT, 0.01, -0.02, 15);
+    real *out = op_alloc(sizeof(real) * (size_t)N * C), *lse = op_alloc(sizeof(real) * (size_t)BHT);
+    real *dqkv = op_alloc(sizeof(real) * (size_t)N * 3 * C), *dvg = op_alloc(sizeof(real) * (size_t)N * C);
+    real *dsink = op_alloc(sizeof(real) * (size_t)H), *dlogbias = op_alloc(sizeof(real) * (size_t)BHT);
+    if (!out || !lse || !dqkv || !dvg || !dsink || !dlogbias) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    /* as src/model.c attn_args: q, k in the qkv rows; v there too, or the
+     * gated copy vg [N, C] for the value-slot filters */
+    const real *v = gated ? vg : qkv + 2 * C;
+    real *dv = gated ? dvg : dqkv + 2 * C;
+    AttnArgs aa = {B, T, H, d, 3 * C, 3 * C, gated ? C : 3 * C, C, arm_has_phantom(arm),
+                   arm_has_sink_logit(arm) ? sink : NULL, routing ? logbias : NULL};
+    real *ds = aa.sink ? dsink : NULL, *dlb = aa.logbias ? dlogbias : NULL;
+    for (int i = 0; i < 2; i++) { /* warm-up */
+        op_attention_fwd(out, lse, qkv, qkv + C, v, &aa);
+        op_attention_bwd(dqkv, dqkv + C, dv, ds, dlb, dout, qkv, qkv + C, v, out, lse, &aa);
+    }
+    sync_dev(out);
+    double t0 = prof_now();
+    for (int i = 0; i < iters; i++) op_attention_fwd(out, lse, qkv, qkv + C, v, &aa);
+    sync_dev(out);
+    double t1 = prof_now();
+    for (int i = 0; i < iters; i++)
+        op_attention_bwd(dqkv, dqkv + C, dv, ds, dlb, dout, qkv, qkv + C, v, out, lse, &aa);
+    sync_dev(dqkv);
+    double t2 = prof_now();
+    double half = (double)B * H * ((double)T * (T + 1) / 2) * d; /* one score-sized product, / 2 */
+    AttnResult r;
+    r.T = T;
+    r.fwd_ms = 1e3 * (t1 - t0) / iters;
+    r.bwd_ms = 1e3 * (t2 - t1) / iters;
+    r.fwd_tflops = 4 * half / (r.fwd_ms * 1e-3) / 1e12;
+    r.bwd_tflops = 10 * half / (r.bwd_ms * 1e-3) / 1e12;
+    r.tflops = 14 * half / ((r.fwd_ms + r.bwd_ms) * 1e-3) / 1e12;
+    real *bufs[] = {qkv, vg, dout, sink, logbias, out, lse, dqkv, dvg, dsink, dlogbias};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) op_free(bufs[i]);
+    return r;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
+            "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn]\n"
+            "                 [--json FILE]\n");
+}
+
+int main(int argc, char **argv) {
+    const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
+    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1;
+    double peak = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--tiers") && v) tiers_arg = v, i++;
+        else if (!strcmp(a, "--arms") && v) arms_arg = v, i++;
+        else if (!strcmp(a, "--steps") && v) steps = atoi(v), i++;
+        else if (!strcmp(a, "--warmup") && v) warmup = atoi(v), i++;
+        else if (!strcmp(a, "--micro-batch") && v) mb = atoi(v), i++;
+        else if (!strcmp(a, "--peak-tflops") && v) peak = atof(v), i++;
+        else if (!strcmp(a, "--attn-iters") && v) attn_iters = atoi(v), i++;
+        else if (!strcmp(a, "--json") && v) json_path = v, i++;
+        else if (!strcmp(a, "--no-train")) do_train = 0;
+        else if (!strcmp(a, "--no-attn")) do_attn = 0;
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (steps < 1 || warmup < 0 || mb < 0 || attn_iters < 1) {
+        usage();
+        return 2;
+    }
+    int n_arms = 0; /* every named arm must exist, and one at least be chosen */
+    char al[1024];
+    snprintf(al, sizeof al, "%s", arms_arg);
+    for (char *t = strtok(al, ","); t; t = strtok(NULL, ","))
+        if (strcmp(t, "all") && !arm_find(t)) {
+            fprintf(stderr, "bench_gpu: unknown arm '%s' (known: %s, or all)\n", t, arm_names());
+            return 2;
+        }
+    for (int ai = 0; ai < arm_count(); ai++) n_arms += listed(arms_arg, arm_at(ai)->name);
+    if (!n_arms) {
+        fprintf(stderr, "bench_gpu: no arm selected\n");
+        return 2;
+    }
+    const char *tiers[MAX_TIERS];
+    int n_tiers = 0;
+    char tl[1024];
+    snprintf(tl, sizeof tl, "%s", strcmp(tiers_arg, "all") ? tiers_arg : "10M,124M,350M");
+    for (char *t = strtok(tl, ","); t && n_tiers < MAX_TIERS; t = strtok(NULL, ",")) tiers[n_tiers++] = t;
+
+    const char *dev = op_backend(); /* finds the device (or exits with why) */
+    const char *peak_src = "--peak-tflops";
+    if (peak <= 0) peak = peak_for(dev), peak_src = "device-name table";
+    printf("bench_gpu on %s; ", dev);
+    if (peak > 0) printf("dense bf16 peak %.1f TFLOP/s (%s)\n", peak, peak_src);
+    else printf("dense bf16 peak unknown (MFU n/a; give --peak-tflops)\n");
+    printf("MFU: %s\n\n", FLOP_FORMULA);
+    fflush(stdout);
+
+    FILE *js = NULL;
+    if (json_path && !(js = fopen(json_path, "w"))) {
+        perror(json_path);
+        return 1;
+    }
+    if (js) {
+        fprintf(js, "{\"backend\": ");
+        json_str(js, dev);
+        fprintf(js, ", \"peak_tflops\": ");
+        json_num(js, peak > 0 ? peak : NAN);
+        fprintf(js, ", \"flop_formula\": ");
+        json_str(js, FLOP_FORMULA);
+        fprintf(js, ", \"steps\": %d, \"warmup_steps\": %d, \"train\": {", steps, warmup);
+    }
+    int failed = 0;
+    if (do_train) {
+        printf("training steps: %d warm-up + %d timed, lr %.0e, random tokens\n", warmup, steps, LR);
+        printf("%-6s %-10s %4s %5s %9s %9s %9s %11s %8s %7s %8s %7s %7s\n", "tier", "arm", "B", "T", "ms/step",
+               "(min", "median)", "tokens/s", "vs base", "TFLOP/s", "MFU", "loss", "setup s");
+        fflush(stdout);
+        for (int ti = 0; ti < n_tiers; ti++) {
+            double base = 0;
+            int first_arm = 1;
+            if (js) {
+                fprintf(js, "%s", ti ? ", " : "");
+                json_str(js, tiers[ti]);
+                fprintf(js, ": {");
+            }
+            for (int ai = 0; ai < arm_count(); ai++) {
+                const char *arm = arm_at(ai)->name;
+                if (!listed(arms_arg, arm)) continue;
+                TrainResult r = bench_train(tiers[ti], arm, mb, warmup, steps, peak);
+                if (js) {
+                    fprintf(js, "%s\"%s\": {\"ok\": %s", first_arm ? "" : ", ", arm, r.ok ? "true" : "false");
+                    if (r.err[0]) {
+                        fprintf(js, ", \"error\": ");
+                        json_str(js, r.err);
+                    }
+                    if (r.B)
+                        fprintf(js,
+                                ", \"micro_batch\": %d, \"block_size\": %d, \"params\": %ld, \"non_embedding\": %ld, "
+                                "\"flop_per_token\": %.6g, \"ms_per_step\": %.4f, \"step_ms_min\": %.4f, "
+                                "\"step_ms_median\": %.4f, \"tokens_per_s\": %.1f, \"tflops\": %.3f, \"mfu\": ",
+                                r.B, r.T, r.params, r.nonemb, r.flop_per_token, r.ms_step, r.ms_min, r.ms_median,
+                                r.tok_s, r.tflops);
+                    if (r.B) {
+                        json_num(js, r.mfu);
+                        fprintf(js, ", \"loss_first\": ");
+                        json_num(js, r.loss_first);
+                        fprintf(js, ", \"loss_last\": ");
+                        json_num(js, r.loss_last);
+                        fprintf(js, ", \"setup_s\": %.2f", r.setup_s);
+                    }
+                    fprintf(js, "}");
+                    fflush(js);
+                }
+                first_arm = 0;
+                if (!r.B) {
+                    printf("%-6s %-10s error: %s\n", tiers[ti], arm, r.err);
+                    failed = 1;
+                    continue;
+                }
+                if (!base && r.ok) base = r.tok_s;
+                char mfu[32] = "n/a", vs[32] = "";
+                if (isfinite(r.mfu)) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
+                if (base) snprintf(vs, sizeof vs, "%+.1f%%", 100 * (r.tok_s / base - 1));
+                printf("%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f%s%s\n", tiers[ti], arm, r.B,
+                       r.T, r.ms_step, r.ms_min, r.ms_median, r.tok_s, vs, r.tflops, mfu, r.loss_last, r.setup_s,
+                       r.ok ? "" : "  FAILED: ", r.ok ? "" : r.err);
+                fflush(stdout);
+                if (!r.ok) failed = 1;
+            }
+            if (js) fprintf(js, "}");
+        }
+        printf("(tokens/s over the timed window; vs base: against the first arm listed; setup: build, init and\n"
+               " the first step)\n\n");
+    }
+    if (js) fprintf(js, "}, \"attention\": {");
+    if (do_attn) {
+        int B = 8, T = 1024, H = 12, d = 64;
+        printf("attention op alone (forward + backward), B %d T %d H %d d %d, %d iterations each\n", B, T, H, d,
+               attn_iters);
+        printf("TFLOP/s = (4 fwd + 10 bwd) * B*H*(T(T+1)/2)*d / time\n");
+        printf("%-10s %5s %9s %9s %9s %9s %9s\n", "arm", "T", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "TF/s");
+        fflush(stdout);
+        if (js) fprintf(js, "\"B\": %d, \"T\": %d, \"H\": %d, \"d\": %d, \"iters\": %d, \"arms\": {", B, T, H, d, attn_iters);
+        int first = 1;
+        for (int ai = 0; ai < arm_count(); ai++) {
+            const Arm *arm = arm_at(ai);
+            if (!listed(arms_arg, arm->name)) continue;
+            AttnResult r = bench_attention(arm, B, T, H, d, attn_iters);
+            printf("%-10s %5d %9.3f %9.3f %9.1f %9.1f %9.1f\n", arm->name, r.T, r.fwd_ms, r.bwd_ms, r.fwd_tflops,
+                   r.bwd_tflops, r.tflops);
+            fflush(stdout);
+            if (js)
+                fprintf(js,
+                        "%s\"%s\": {\"T\": %d, \"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_tflops\": %.3f, "
+                        "\"bwd_tflops\": %.3f, \"tflops\": %.3f}",
+                        first ? "" : ", ", arm->name, r.T, r.fwd_ms, r.bwd_ms, r.fwd_tflops, r.bwd_tflops, r.tflops);
+            first = 0;
+        }
+        if (js) fprintf(js, "}");
+        printf("\n");
+    }
+    if (js) {
+        fprintf(js, "}}\n");
+        fclose(js);
+    }
+    return failed;
+}

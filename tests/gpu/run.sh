@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make test-gpu: the CUDA backend against the CPU backend, on a machine with
+# a GPU.  Ends with "test_gpu: N passed, N failed".
+#  1. every CUDA op against the CPU op on random inputs, and twice for
+#     bitwise determinism (build/cuda/test_gpu_ops; tolerances stated there);
+#  2. every arm's full forward and backward against the CPU on tiny configs
+#     (head dims 16 and 64): the loss and every gradient tensor
+#     (sgtrain grads + tests/gpu/compare_grads.py);
+#  3. a 50-step loss trajectory of four arms against the CPU (each step's
+#     loss within 2% relative: bf16 matmuls versus fp32);
+#  4. determinism of training: two CUDA runs give the same parameters bit for bit.
+set -u
+B=${1:-build}
+CB=$B/cuda
+PY=${PYTHON:-python3}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { if eval "$1"; then ok; else bad "$2"; fi; }
+
+out=$("$CB/test_gpu_ops" 2>&1); rc=$?
+echo "$out" | tail -n 25
+line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" <<<"$out")
+p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*passed, ([0-9]+) failed/\1/' <<<"$line")
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+[ "$rc" -eq 0 ] || [ "${f:-1}" -gt 0 ] || bad "test_gpu_ops exited $rc"
+
+"$B/sgsynth" --out "$W/data" --vocab 512 --val-tokens 40000 --train-tokens 200000 --shard-tokens 100000 >/dev/null
+ARMS="baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2"
+for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+    name=${cfg%%:*} flags=${cfg#*:}
+    for arm in $ARMS; do
+        "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-$name-$arm.st" >/dev/null
+        "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm.st" >/dev/null
+        out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm.st" "$name $arm" 2>&1)
+        if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
+        tail -n 1 <<<"$out"
+    done
+done
+
+T="train --tier test --iters 50 --warmup 5 --val_every 0 --ckpt_every 0 --data $W/data"
+for arm in baseline sinklogit normgate combo2; do
+    "$B/sgtrain" $T --arm $arm --out "$W/cpu-$arm" 2>/dev/null
+    "$CB/sgtrain" $T --arm $arm --out "$W/gpu-$arm" 2>/dev/null
+    worst=$(paste <(grep '"loss"' "$W/cpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
+                  <(grep '"loss"' "$W/gpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
+            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.4f", n, w }')
+    check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm: 50-step trajectory within 2% of the CPU (steps, worst relative): $worst"
+    echo "trajectory $arm: steps and worst relative difference $worst"
+done
+"$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
+crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]+)".*/\1/p' "$1/result.json"; }
+check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 give bitwise equal parameters"
+echo "test_gpu: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,3 @@
+#include "optable.h"
+#define TABLE_NAME gpu_ops
+#include "table.h"

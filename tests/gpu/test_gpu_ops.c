@@ -1,0 +1,290 @@
+/* Every CUDA op against the CPU op (the reference), on random inputs, and
+ * every CUDA op run twice for bitwise determinism.  Needs a GPU: `make
+ * test-gpu` (tests/gpu/run.sh).
+ *
+ * Tolerances, |gpu - cpu| <= atol + rtol |cpu| per element:
+ *   fp32 ops (LayerNorm, GELU, add, embeddings, gates, AdamW):  atol 1e-5 scale, rtol 1e-4
+ *   ops with bf16 matrix products (matmul, classifier) and attention
+ *   (bf16 tensor cores where the kernel uses them): rtol 2e-2 with atol
+ *   2e-2 of the output's largest magnitude -- bf16 keeps 8 significant bits,
+ *   and a K-term product's error grows like sqrt(K) 2^-9 |x||w|. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "optable.h"
+#include "rng.h"
+
+static uint64_t g_key = 12345;
+static long g_ctr;
+
+static real *host_rand(long n, double scale) {
+    real *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (long i = 0; i < n; i++) p[i] = (real)(scale * rng_normal(g_key, (uint64_t)g_ctr++));
+    return p;
+}
+
+static real *dev_of(const real *h, long n) {
+    real *d = gpu_ops.alloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+    if (n > 0) gpu_ops.upload(d, h, (size_t)n * sizeof *d);
+    return d;
+}
+
+static real *back(const real *d, long n) {
+    real *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    if (n > 0) gpu_ops.download(h, d, (size_t)n * sizeof *h);
+    return h;
+}
+
+static double maxabs(const real *x, long n) {
+    double m = 0;
+    for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* Compare a device result with the host reference. */
+static void same(const char *what, const real *dev, const real *ref, long n, int lowp) {
+    real *got = back(dev, n);
+    double *a = calloc((size_t)(n > 0 ? n : 1), sizeof *a), *b = calloc((size_t)(n > 0 ? n : 1), sizeof *b);
+    for (long i = 0; i < n; i++) a[i] = got[i], b[i] = ref[i];
+    double scale = maxabs(ref, n);
+    double atol = lowp ? 2e-2 * scale + 1e-6 : 1e-5 * (scale > 1 ? scale : 1), rtol = lowp ? 2e-2 : 1e-4;
+    long worst = 0;
+    double e = check_max_err(a, b, n, atol, rtol, &worst);
+    CHECK(e <= 1, "%s: worst %.3g of tolerance at %ld (gpu %.7g, cpu %.7g)", what, e, worst, n ? a[worst] : 0,
+          n ? b[worst] : 0);
+    free(got), free(a), free(b);
+}
+
+static void bitwise(const char *what, const real *d1, const real *d2, long n) {
+    real *a = back(d1, n), *b = back(d2, n);
+    CHECK(!memcmp(a, b, (size_t)n * sizeof *a), "%s: two runs differ (determinism)", what);
+    free(a), free(b);
+}
+
+static void test_matmul(int M, int K, int N) {
+    real *x = host_rand((long)M * K, 1), *w = host_rand((long)N * K, 0.1), *dy = host_rand((long)M * N, 1);
+    real *y = calloc((size_t)M * N, sizeof *y), *dx = calloc((size_t)M * K, sizeof *dx);
+    real *dw = host_rand((long)N * K, 0.01); /* accumulated into */
+    real *dx_d = dev_of(dx, (long)M * K), *dw_d = dev_of(dw, (long)N * K), *y_d = dev_of(y, (long)M * N);
+    real *x_d = dev_of(x, (long)M * K), *w_d = dev_of(w, (long)N * K), *dy_d = dev_of(dy, (long)M * N);
+    cpu_ops.matmul_fwd(y, x, w, M, K, N);
+    gpu_ops.matmul_fwd(y_d, x_d, w_d, M, K, N);
+    char what[96];
+    snprintf(what, sizeof what, "matmul fwd %dx%dx%d", M, K, N);
+    same(what, y_d, y, (long)M * N, 1);
+    cpu_ops.matmul_bwd(dx, dw, dy, x, w, M, K, N);
+    gpu_ops.matmul_bwd(dx_d, dw_d, dy_d, x_d, w_d, M, K, N);
+    snprintf(what, sizeof what, "matmul dinp %dx%dx%d", M, K, N);
+    same(what, dx_d, dx, (long)M * K, 1);
+    snprintf(what, sizeof what, "matmul dw (accumulated) %dx%dx%d", M, K, N);
+    same(what, dw_d, dw, (long)N * K, 1);
+    real *y2 = dev_of(y, (long)M * N);
+    gpu_ops.matmul_fwd(y2, x_d, w_d, M, K, N);
+    snprintf(what, sizeof what, "matmul fwd %dx%dx%d", M, K, N);
+    bitwise(what, y_d, y2, (long)M * N);
+    void *ds[] = {dx_d, dw_d, y_d, x_d, w_d, dy_d, y2};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw);
+}
+
+static void test_layernorm(int N, int C, int bias) {
+    real *x = host_rand((long)N * C, 2), *w = host_rand(C, 1), *b = bias ? host_rand(C, 1) : NULL;
+    real *dy = host_rand((long)N * C, 1), *y = calloc((size_t)N * C, sizeof *y), *mu = calloc(N, sizeof *mu),
+         *rs = calloc(N, sizeof *rs), *dx = host_rand((long)N * C, 1), *dw = host_rand(C, 1), *db = host_rand(C, 1);
+    real *x_d = dev_of(x, (long)N * C), *w_d = dev_of(w, C), *b_d = bias ? dev_of(b, C) : NULL,
+         *dy_d = dev_of(dy, (long)N * C), *y_d = dev_of(y, (long)N * C), *mu_d = dev_of(mu, N), *rs_d = dev_of(rs, N),
+         *dx_d = dev_of(dx, (long)N * C), *dw_d = dev_of(dw, C), *db_d = dev_of(db, C);
+    cpu_ops.layernorm_fwd(y, mu, rs, x, w, b, N, C);
+    gpu_ops.layernorm_fwd(y_d, mu_d, rs_d, x_d, w_d, b_d, N, C);
+    same("layernorm out", y_d, y, (long)N * C, 0);
+    same("layernorm mean", mu_d, mu, N, 0);
+    same("layernorm rstd", rs_d, rs, N, 0);
+    cpu_ops.layernorm_bwd(dx, dw, bias ? db : NULL, dy, x, w, mu, rs, N, C);
+    gpu_ops.layernorm_bwd(dx_d, dw_d, bias ? db_d : NULL, dy_d, x_d, w_d, mu_d, rs_d, N, C);
+    same("layernorm dinp (accumulated)", dx_d, dx, (long)N * C, 0);
+    same("layernorm dw (accumulated)", dw_d, dw, C, 0);
+    if (bias) same("layernorm db (accumulated)", db_d, db, C, 0);
+    void *ds[] = {x_d, w_d, b_d, dy_d, y_d, mu_d, rs_d, dx_d, dw_d, db_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(w), free(b), free(dy), free(y), free(mu), free(rs), free(dx), free(dw), free(db);
+}
+
+static void test_pointwise(long n) {
+    real *x = host_rand(n, 3), *x2 = host_rand(n, 1), *dy = host_rand(n, 1), *y = calloc(n, sizeof *y),
+         *dx = calloc(n, sizeof *dx);
+    real *x_d = dev_of(x, n), *x2_d = dev_of(x2, n), *dy_d = dev_of(dy, n), *y_d = dev_of(y, n), *dx_d = dev_of(dx, n);
+    cpu_ops.gelu_fwd(y, x, n);
+    gpu_ops.gelu_fwd(y_d, x_d, n);
+    same("gelu fwd", y_d, y, n, 0);
+    cpu_ops.gelu_bwd(dx, x, dy, n);
+    gpu_ops.gelu_bwd(dx_d, x_d, dy_d, n);
+    same("gelu bwd", dx_d, dx, n, 0);
+    cpu_ops.add(y, x, x2, n);
+    gpu_ops.add(y_d, x_d, x2_d, n);
+    same("add", y_d, y, n, 0);
+    /* AdamW, step 3, with a clip factor */
+    real *p = host_rand(n, 1), *m = host_rand(n, 0.1), *v = host_rand(n, 0.1), *g = host_rand(n, 1);
+    for (long i = 0; i < n; i++) v[i] = v[i] * v[i];
+    real *p_d = dev_of(p, n), *m_d = dev_of(m, n), *v_d = dev_of(v, n), *g_d = dev_of(g, n);
+    cpu_ops.adamw(p, m, v, g, n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    gpu_ops.adamw(p_d, m_d, v_d, g_d, n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    same("adamw p", p_d, p, n, 0);
+    same("adamw m", m_d, m, n, 0);
+    same("adamw v", v_d, v, n, 0);
+    double s1 = cpu_ops.sumsq(g, n), s2 = gpu_ops.sumsq(g_d, n), s3 = gpu_ops.sumsq(g_d, n);
+    CHECK(fabs(s1 - s2) <= 1e-10 * s1, "sumsq %.17g vs cpu %.17g", s2, s1);
+    CHECK(s2 == s3, "sumsq twice: %.17g %.17g (determinism)", s2, s3);
+    void *ds[] = {x_d, x2_d, dy_d, y_d, dx_d, p_d, m_d, v_d, g_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(x2), free(dy), free(y), free(dx), free(p), free(m), free(v), free(g);
+}
+
+static void test_embed(int B, int T, int C, int V, int sink) {
+    int Tp = T + (sink ? 1 : 0);
+    int32_t *tok = malloc(sizeof *tok * (size_t)B * T);
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)rng_below(rng_key(g_key, 77, (uint64_t)i), (uint64_t)(i % 3 ? V : 4));
+    real *wte = host_rand((long)V * C, 1), *wpe = host_rand((long)T * C, 1), *st = sink ? host_rand(C, 1) : NULL;
+    real *out = calloc((size_t)B * Tp * C, sizeof *out), *dout = host_rand((long)B * Tp * C, 1);
+    real *dwte = host_rand((long)V * C, 1), *dwpe = host_rand((long)T * C, 1), *dst = sink ? host_rand(C, 1) : NULL;
+    int32_t *tok_d = gpu_ops.alloc(sizeof *tok * (size_t)B * T);
+    gpu_ops.upload(tok_d, tok, sizeof *tok * (size_t)B * T);
+    real *wte_d = dev_of(wte, (long)V * C), *wpe_d = dev_of(wpe, (long)T * C), *st_d = sink ? dev_of(st, C) : NULL,
+         *out_d = dev_of(out, (long)B * Tp * C), *dout_d = dev_of(dout, (long)B * Tp * C),
+         *dwte_d = dev_of(dwte, (long)V * C), *dwpe_d = dev_of(dwpe, (long)T * C), *dst_d = sink ? dev_of(dst, C) : NULL;
+    cpu_ops.embed_fwd(out, tok, wte, wpe, st, B, T, C);
+    gpu_ops.embed_fwd(out_d, tok_d, wte_d, wpe_d, st_d, B, T, C);
+    same(sink ? "embed fwd (sink token)" : "embed fwd", out_d, out, (long)B * Tp * C, 0);
+    cpu_ops.embed_bwd(dwte, dwpe, dst, dout, tok, B, T, C);
+    gpu_ops.embed_bwd(dwte_d, dwpe_d, dst_d, dout_d, tok_d, B, T, C);
+    same("embed dwte (repeated tokens, accumulated)", dwte_d, dwte, (long)V * C, 0);
+    same("embed dwpe (accumulated)", dwpe_d, dwpe, (long)T * C, 0);
+    if (sink) same("embed dsink (accumulated)", dst_d, dst, C, 0);
+    void *ds[] = {tok_d, wte_d, wpe_d, st_d, out_d, dout_d, dwte_d, dwpe_d, dst_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(tok), free(wte), free(wpe), free(st), free(out), free(dout), free(dwte), free(dwpe), free(dst);
+}
+
+static void test_gate(int kind, int slot, int B, int T, int H, int d) {
+    int C = H * d, vs = 3 * C;
+    long nv = (long)B * T * vs, ng = (long)B * H * T, nvg = (long)B * T * C;
+    real *v = host_rand(nv, 1), *tau = host_rand(H, 0.5), *w = host_rand((long)H * d, 0.3), *b = host_rand(H, 1);
+    GateParams gp = {kind, slot, 8, tau, w, b};
+    real *g = calloc(ng, sizeof *g), *vg = calloc(nvg, sizeof *vg), *lb = calloc(ng, sizeof *lb);
+    real *tau_d = dev_of(tau, H), *w_d = dev_of(w, (long)H * d), *b_d = dev_of(b, H), *v_d = dev_of(v, nv);
+    GateParams gpd = {kind, slot, 8, tau_d, w_d, b_d};
+    real *g_d = dev_of(g, ng), *vg_d = dev_of(vg, nvg), *lb_d = dev_of(lb, ng);
+    cpu_ops.gate_fwd(g, vg, lb, v, vs, &gp, B, T, H, d);
+    gpu_ops.gate_fwd(g_d, vg_d, lb_d, v_d, vs, &gpd, B, T, H, d);
+    char what[96];
+    snprintf(what, sizeof what, "gate fwd g (%s, %s)", kind == GATE_NORM ? "norm" : "proj", slot ? "routing" : "value");
+    same(what, g_d, g, ng, 0);
+    if (slot == SLOT_VALUE) same("gate fwd vg", vg_d, vg, nvg, 0);
+    else same("gate fwd logbias", lb_d, lb, ng, 0);
+    real *dv = host_rand(nv, 1), *dvg = host_rand(nvg, 1), *dlb = host_rand(ng, 1), *dtau = host_rand(H, 1),
+         *dw = host_rand((long)H * d, 1), *db = host_rand(H, 1);
+    real *dv_d = dev_of(dv, nv), *dvg_d = dev_of(dvg, nvg), *dlb_d = dev_of(dlb, ng), *dtau_d = dev_of(dtau, H),
+         *dw_d = dev_of(dw, (long)H * d), *db_d = dev_of(db, H);
+    cpu_ops.gate_bwd(dv, vs, dtau, dw, db, slot ? NULL : dvg, slot ? dlb : NULL, v, vs, g, &gp, B, T, H, d);
+    gpu_ops.gate_bwd(dv_d, vs, dtau_d, dw_d, db_d, slot ? NULL : dvg_d, slot ? dlb_d : NULL, v_d, vs, g_d, &gpd, B, T,
+                     H, d);
+    same("gate bwd dv", dv_d, dv, nv, 0);
+    if (kind == GATE_NORM) same("gate bwd dtau (accumulated)", dtau_d, dtau, H, 0);
+    if (kind == GATE_PROJ) {
+        same("gate bwd dw (accumulated)", dw_d, dw, (long)H * d, 0);
+        same("gate bwd db (accumulated)", db_d, db, H, 0);
+    }
+    void *ds[] = {tau_d, w_d, b_d, v_d, g_d, vg_d, lb_d, dv_d, dvg_d, dlb_d, dtau_d, dw_d, db_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(v), free(tau), free(w), free(b), free(g), free(vg), free(lb), free(dv), free(dvg), free(dlb), free(dtau),
+        free(dw), free(db);
+}
+
+/* phantom: 0 none, 1 logit 0, 2 learned logits; logbias: routing-slot bias */
+static void test_attention(int B, int T, int H, int d, int phantom, int logbias) {
+    int C = H * d, qs = 3 * C;
+    long nq = (long)B * T * qs, no = (long)B * T * C, nl = (long)B * H * T;
+    real *qkv = host_rand(nq, 1), *sink = host_rand(H, 1), *lb = host_rand(nl, 0.5);
+    for (long i = 0; i < nl; i++) lb[i] = -fabs(lb[i]);
+    real *o = calloc(no, sizeof *o), *lse = calloc(nl, sizeof *lse), *dout = host_rand(no, 1);
+    real *dqkv = calloc(nq, sizeof *dqkv), *dsink = host_rand(H, 1), *dlb = calloc(nl, sizeof *dlb);
+    real *qkv_d = dev_of(qkv, nq), *sink_d = dev_of(sink, H), *lb_d = dev_of(lb, nl), *o_d = dev_of(o, no),
+         *lse_d = dev_of(lse, nl), *dout_d = dev_of(dout, no), *dqkv_d = dev_of(dqkv, nq), *dsink_d = dev_of(dsink, H),
+         *dlb_d = dev_of(dlb, nl);
+    AttnArgs a = {B, T, H, d, qs, qs, qs, C, phantom > 0, phantom == 2 ? sink : NULL, logbias ? lb : NULL};
+    AttnArgs ad = {B, T, H, d, qs, qs, qs, C, phantom > 0, phantom == 2 ? sink_d : NULL, logbias ? lb_d : NULL};
+    cpu_ops.attention_fwd(o, lse, qkv, qkv + C, qkv + 2 * C, &a);
+    gpu_ops.attention_fwd(o_d, lse_d, qkv_d, qkv_d + C, qkv_d + 2 * C, &ad);
+    char what[128];
+    snprintf(what, sizeof what, "attention fwd B%d T%d H%d d%d phantom %d logbias %d", B, T, H, d, phantom, logbias);
+    same(what, o_d, o, no, 1);
+    same("attention lse", lse_d, lse, nl, 1);
+    cpu_ops.attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, phantom == 2 ? dsink : NULL, logbias ? dlb : NULL, dout, qkv,
+                          qkv + C, qkv + 2 * C, o, lse, &a);
+    gpu_ops.attention_bwd(dqkv_d, dqkv_d + C, dqkv_d + 2 * C, phantom == 2 ? dsink_d : NULL, logbias ? dlb_d : NULL,
+                          dout_d, qkv_d, qkv_d + C, qkv_d + 2 * C, o_d, lse_d, &ad);
+    snprintf(what, sizeof what, "attention dq/dk/dv B%d T%d d%d phantom %d logbias %d", B, T, d, phantom, logbias);
+    same(what, dqkv_d, dqkv, nq, 1);
+    if (phantom == 2) same("attention dsink (accumulated)", dsink_d, dsink, H, 1);
+    /* At T = 1 without a phantom the exact dlogbias is 0 (P = 1): both sides
+     * hold rounding noise of different sums, so there is nothing to compare. */
+    if (logbias && !(T == 1 && !phantom)) same("attention dlogbias", dlb_d, dlb, nl, 1);
+    real *dqkv2 = dev_of(dqkv, nq);
+    gpu_ops.attention_bwd(dqkv2, dqkv2 + C, dqkv2 + 2 * C, NULL, NULL, dout_d, qkv_d, qkv_d + C, qkv_d + 2 * C, o_d, lse_d,
+                          &ad);
+    bitwise("attention bwd", dqkv_d, dqkv2, nq);
+    void *ds[] = {qkv_d, sink_d, lb_d, o_d, lse_d, dout_d, dqkv_d, dsink_d, dlb_d, dqkv2};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(qkv), free(sink), free(lb), free(o), free(lse), free(dout), free(dqkv), free(dsink), free(dlb);
+}
+
+static void test_classifier(int N, int C, int V, int Vp) {
+    real *x = host_rand((long)N * C, 1), *wte = host_rand((long)Vp * C, 0.3);
+    int32_t *tg = malloc(sizeof *tg * (size_t)N);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)rng_below(rng_key(g_key, 91, (uint64_t)i), (uint64_t)V);
+    real *loss = calloc(N, sizeof *loss), *dx = calloc((size_t)N * C, sizeof *dx), *dwte = host_rand((long)Vp * C, 0.1);
+    real *x_d = dev_of(x, (long)N * C), *wte_d = dev_of(wte, (long)Vp * C), *loss_d = dev_of(loss, N),
+         *dx_d = dev_of(dx, (long)N * C), *dwte_d = dev_of(dwte, (long)Vp * C);
+    int32_t *tg_d = gpu_ops.alloc(sizeof *tg * (size_t)N);
+    gpu_ops.upload(tg_d, tg, sizeof *tg * (size_t)N);
+    double l1 = cpu_ops.classifier(loss, dx, dwte, x, wte, tg, N, C, V, Vp, (real)(1.0 / N));
+    double l2 = gpu_ops.classifier(loss_d, dx_d, dwte_d, x_d, wte_d, tg_d, N, C, V, Vp, (real)(1.0 / N));
+    CHECK(fabs(l1 - l2) <= 2e-3 * fabs(l1), "classifier loss sum %.6f vs cpu %.6f", l2, l1);
+    same("classifier row losses", loss_d, loss, N, 1);
+    same("classifier dx", dx_d, dx, (long)N * C, 1);
+    same("classifier dwte (accumulated)", dwte_d, dwte, (long)Vp * C, 1);
+    double l3 = gpu_ops.classifier(NULL, NULL, NULL, x_d, wte_d, tg_d, N, C, V, Vp, 1);
+    CHECK(l3 == l2, "classifier: evaluation gives the training loss bitwise (%.17g, %.17g)", l3, l2);
+    void *ds[] = {x_d, wte_d, loss_d, dx_d, dwte_d, tg_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(wte), free(tg), free(loss), free(dx), free(dwte);
+}
+
+int main(void) {
+    check_name = "test_gpu_ops";
+    printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
+    test_matmul(64, 32, 96);
+    test_matmul(130, 64, 192);
+    test_matmul(512, 384, 1152);
+    test_layernorm(50, 64, 1);
+    test_layernorm(300, 768, 0);
+    test_pointwise(100003);
+    test_embed(2, 16, 32, 100, 0);
+    test_embed(3, 9, 32, 50, 1);
+    for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
+        for (int slot = 0; slot < 2; slot++) test_gate(kind, slot, 2, 17, 2, 16);
+    test_gate(GATE_PROJ, SLOT_VALUE, 2, 64, 6, 64);
+    int Ts[] = {1, 7, 64, 130};
+    for (int ti = 0; ti < 4; ti++)
+        for (int ph = 0; ph <= 2; ph++) {
+            test_attention(2, Ts[ti], 2, 16, ph, 0);
+            test_attention(1, Ts[ti], 2, 64, ph, ph == 0);
+        }
+    test_attention(1, 1024, 4, 64, 2, 0);
+    test_attention(1, 300, 2, 128, 2, 1);
+    test_classifier(37, 32, 100, 128);
+    test_classifier(256, 384, 50257, 50304);
+    return check_finish();
+}
