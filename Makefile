@@ -74,6 +74,23 @@ endif
 CFLAGS += $(shell $(PKG_CONFIG) --cflags libpcre2-8 libcrypto)
 LDLIBS += $(TOK_LIBS)
 
+# --- MPI (data parallelism): MPI=auto|yes|no; auto uses Open MPI when pkg-config finds it
+MPI ?= auto
+MPI_PC := $(shell $(PKG_CONFIG) --exists ompi-c 2>/dev/null && echo ompi-c)
+ifeq ($(MPI),yes)
+  ifeq ($(MPI_PC),)
+    $(error MPI=yes but Open MPI is not found (pkg-config ompi-c). Install it: apt-get install libopenmpi-dev)
+  endif
+endif
+ifneq ($(MPI),no)
+  ifneq ($(MPI_PC),)
+    MPI_CFLAGS := -DSG_MPI $(shell $(PKG_CONFIG) --cflags $(MPI_PC))
+    MPI_LIBS   := $(shell $(PKG_CONFIG) --libs $(MPI_PC))
+  endif
+endif
+CFLAGS += $(MPI_CFLAGS)
+LDLIBS += $(MPI_LIBS)
+
 # --- sources ---------------------------------------------------------------
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/cpu/*.c)
 MAIN_SRC := src/main.c
@@ -170,10 +187,10 @@ CUDA_HOME  ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null))
 CB         := $(B)/cuda
 NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Isrc \
               $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" \
+CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" $(MPI_CFLAGS) \
               $(shell $(PKG_CONFIG) --cflags yaml-0.1 json-c zlib libpcre2-8 libcrypto)
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ \
-              -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS)
+              -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS) $(MPI_LIBS)
 CUDA_CU    := $(wildcard kernels/cuda/*.cu)
 CUDA_HOSTC := $(filter-out src/main.c,$(wildcard src/*.c))
 CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC))

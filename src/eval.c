@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "sampler.h"
 
 void split_windows(const int32_t *win, int n, int T, int32_t *inputs, int32_t *targets) {
@@ -19,12 +20,15 @@ double eval_loss(Model *m, const ShardSet *data, int nbatches) {
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bm * T);
     int32_t *tg = malloc(sizeof(int32_t) * (size_t)Bm * T);
     double total = 0;
+    /* micro-batch i of the evaluation goes to rank i mod N; the sums meet */
     for (int b = 0; b < nbatches; b++)
         for (int k = 0; k < c->grad_accum; k++) {
+            if (((long)b * c->grad_accum + k) % dist()->size != dist()->rank) continue;
             sampler_val_rows(data, (uint64_t)c->val_seed, (uint64_t)b, (uint64_t)k * Bm, Bm, win);
             split_windows(win, Bm, T, in, tg);
             total += model_forward(m, in, tg, Bm, 0, 0);
         }
+    total = dist_sum_double(total);
     free(win);
     free(in);
     free(tg);

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "model.h"
 #include "model_io.h"
+#include "dist.h"
 #include "eval.h"
 #include "ops.h"
 #include "safetensors.h"
@@ -256,22 +257,10 @@ int main(int argc, char **argv) {
         if (!strcmp(cmd, "info")) return cmd_info(sub_argc, sub_argv);
         Config c;
         if (resolve(&c, sub_argc, sub_argv)) return 2;
-        /* Several ranks of one run (srun -n 8, mpirun -n 8) need the
-         * distributed build; without it they would all write one run
-         * directory.  Refuse rather than corrupt it. */
-        static const char *world[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
-        for (size_t i = 0; i < sizeof world / sizeof *world; i++) {
-            const char *v = getenv(world[i]);
-            if (v && atoi(v) > 1) {
-                fprintf(stderr,
-                        "sgtrain: started as one of %s processes (%s), but this build trains on one "
-                        "process only: data parallelism across ranks is not built in yet. Run one "
-                        "process per run.\n",
-                        v, world[i]);
-                return 2;
-            }
-        }
-        return train_run(&c);
+        if (dist_init(&argc, &argv)) return 2;
+        int rc = train_run(&c);
+        dist_finalize();
+        return rc;
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
     if (!strcmp(cmd, "grads")) return cmd_grads(sub_argc, sub_argv);

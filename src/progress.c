@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 void progress_init(Progress *p, FILE *f, long total_steps) {
-    p->f = f;
-    p->tty = isatty(fileno(f));
+    p->f = f; /* NULL: print nothing (ranks other than 0) */
+    p->tty = f && isatty(fileno(f));
     p->total = total_steps;
     p->dirty = 0;
 }
@@ -22,6 +22,7 @@ static void fmt_eta(char *buf, size_t n, double s) {
 
 void progress_step(Progress *p, long step, double loss, double lr, double gnorm, double tok_s,
                    double elapsed, long log_every) {
+    if (!p->f) return;
     if (p->tty) {
         enum { W = 24 };
         int fill = p->total > 0 ? (int)(W * step / p->total) : W;
@@ -43,6 +44,7 @@ void progress_step(Progress *p, long step, double loss, double lr, double gnorm,
 }
 
 void progress_note(Progress *p, const char *fmt, ...) {
+    if (!p->f) return;
     if (p->dirty) {
         fputs("\r\033[K", p->f);
         p->dirty = 0;
@@ -56,6 +58,7 @@ void progress_note(Progress *p, const char *fmt, ...) {
 }
 
 void progress_done(Progress *p) {
+    if (!p->f) return;
     if (p->dirty) fputc('\n', p->f);
     p->dirty = 0;
     fflush(p->f);

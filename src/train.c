@@ -22,6 +22,7 @@
 #include <zlib.h>
 
 #include "checkpoint.h"
+#include "dist.h"
 #include "eval.h"
 #include "fsutil.h"
 #include "model.h"
@@ -67,6 +68,7 @@ typedef struct {
 /* A failed run says so in its directory (failed.json), so that sweeps and
  * reports can tell it from one that is still running or was interrupted. */
 static void write_failed(const Run *r) {
+    if (!dist_root()) return;
     char path[CFG_PATH + 32], buf[768], err[512];
     path_join(path, sizeof path, r->c->out, "failed.json");
     int n = snprintf(buf, sizeof buf, "{\"status\": \"failed\", \"step\": %ld, \"reason\": \"%s\", \"last_checkpoint\": %ld}\n",
@@ -97,10 +99,12 @@ static int save_checkpoint(Run *r, long step) {
     meta.n = (uint64_t)r->m.n_params;
     meta.elem_size = sizeof(real);
     model_state_download(&r->m);
-    int rc = ckpt_save(r->ckpt_path, &meta, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v, err, sizeof err);
+    /* rank 0 writes; every rank learns whether it worked, so all stop together */
+    int rc = dist_root() ? ckpt_save(r->ckpt_path, &meta, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v, err, sizeof err) : 0;
     free(yaml);
     if (rc) fprintf(stderr, "sgtrain: saving checkpoint: %s\n", err);
-    else r->last_ckpt = step;
+    if (dist()->size > 1 && dist_max_long(rc ? 1 : 0)) rc = -1;
+    if (!rc) r->last_ckpt = step;
     return rc;
 }
 
@@ -211,6 +215,7 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
             model_count_arm_extra(&r->m));
     fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
     fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
+    fprintf(f, "  \"ranks\": %d,\n", dist()->size);
     fprintf(f, "  \"backend\": \"%s\",\n  \"blas\": \"%s\",\n  \"threads\": %d,\n", op_backend(), SG_BLAS_NAME,
             op_threads());
     fprintf(f, "  \"config\": ");
@@ -218,14 +223,16 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     fprintf(f, "\n}\n");
     fclose(f);
     char err[512];
-    int rc = fs_write_atomic(r->result_path, buf, len, err, sizeof err);
+    int rc = dist_root() ? fs_write_atomic(r->result_path, buf, len, err, sizeof err) : 0;
     if (rc) fprintf(stderr, "sgtrain: %s\n", err);
     free(buf);
+    if (dist()->size > 1 && dist_max_long(rc ? 1 : 0)) rc = -1;
     return rc;
 }
 
 static void report_divergence(Run *r, const char *what, long step) {
     set_failed(r, what, step);
+    if (!dist_root()) return;
     if (r->last_ckpt >= 0)
         fprintf(stderr, "sgtrain: %s at step %ld; stopping. The last good checkpoint (step %ld) is kept in %s\n",
                 what, step, r->last_ckpt, r->ckpt_path);
@@ -235,6 +242,7 @@ static void report_divergence(Run *r, const char *what, long step) {
 
 static void log_metrics(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_metrics(Run *r, const char *fmt, ...) {
+    if (!r->metrics) return; /* ranks other than 0 write nothing */
     va_list ap;
     va_start(ap, fmt);
     vfprintf(r->metrics, fmt, ap);
@@ -255,17 +263,23 @@ static int run_loop(Run *r, long start) {
     double t0 = now_s(), last_val = NAN;
     long step = start;
     int status = TRAIN_OK;
-    progress_init(&r->prog, stderr, c->iters);
+    progress_init(&r->prog, dist_root() ? stderr : NULL, c->iters);
     if (start > 0) progress_note(&r->prog, "resuming %s at step %ld", c->out, start);
     for (; step < c->iters; step++) {
         double ts = now_s();
         model_zero_grad(m);
         double loss = 0;
-        for (int k = 0; k < A; k++) {
+        /* this rank's share of the global batch (dist.h) */
+        int k0 = dist()->rank * A / dist()->size, k1 = (dist()->rank + 1) * A / dist()->size;
+        for (int k = k0; k < k1; k++) {
             sampler_train_rows(&r->data, (uint64_t)c->seed, (uint64_t)step, (uint64_t)k * Bm, Bm, win);
             split_windows(win, Bm, T, in, tg);
             loss += model_forward(m, in, tg, Bm, 1, dscale);
             model_backward(m);
+        }
+        if (dist()->size > 1) {
+            dist_sum_real(m->grads, m->n_params);
+            loss = dist_sum_double(loss);
         }
         loss /= (double)G * T;
         double lr = lr_at(c, step);
@@ -297,6 +311,9 @@ static int run_loop(Run *r, long start) {
                         done, last_val, c->val_batches, r->elapsed_base + (now_s() - t0));
             progress_note(&r->prog, "step %ld val_loss %.4f", done, last_val);
         }
+        /* every rank must stop at the same step: a signal reaches ranks at
+         * different moments, so they agree on the largest */
+        if (dist()->size > 1) g_stop_signal = (int)dist_max_long(g_stop_signal);
         int stop_here = c->stop_at > 0 && done == c->stop_at;
         int want_ckpt = (c->ckpt_every > 0 && done % c->ckpt_every == 0) || g_stop_signal || stop_here;
         if (want_ckpt && done < c->iters) {
@@ -309,7 +326,8 @@ static int run_loop(Run *r, long start) {
         }
         if ((g_stop_signal || stop_here) && done < c->iters) {
             progress_done(&r->prog);
-            fprintf(stderr,
+            if (dist_root())
+                fprintf(stderr,
                     "sgtrain: %s at step %ld: checkpoint saved to %s; run the same "
                     "command again to resume\n",
                     g_stop_signal == SIGTERM ? "SIGTERM received"
@@ -344,7 +362,8 @@ static int run_loop(Run *r, long start) {
             set_failed(r, "writing result.json failed", c->iters);
             status = TRAIN_FAILED;
         } else {
-            fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs\n",
+            if (dist_root())
+                fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs\n",
                     c->tier, c->arm, c->seed, val, c->val_batches_final, tok_s, wall);
         }
     }
@@ -386,45 +405,57 @@ int train_run(const Config *c) {
         fprintf(stderr, "sgtrain: %s\n", err);
         goto done;
     }
-    if (fs_mkdir_p(c->out, err, sizeof err)) {
-        fprintf(stderr, "sgtrain: %s\n", err);
+    if (c->grad_accum % dist()->size) {
+        if (dist_root())
+            fprintf(stderr, "sgtrain: grad_accum %d is not a multiple of the %d ranks: each rank takes an equal "
+                            "share of the micro-batches (set grad_accum, and micro_batch to keep the batch)\n",
+                    c->grad_accum, dist()->size);
         goto done;
+    }
+    if (dist_root() && fs_mkdir_p(c->out, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        if (dist()->size == 1) goto done;
     }
     r.last_ckpt = -1;
     long start = try_resume(&r);
+    /* every rank read the same checkpoint, or none starts */
+    if (dist()->size > 1 && (dist_max_long(start) != -dist_max_long(-start) || !fs_exists(c->out))) start = -1;
     if (start > 0) r.last_ckpt = start;
     if (start < 0) goto done;
     if (start == 0) model_init(&r.m, (uint64_t)c->seed);
     status = TRAIN_FAILED;
-    if (trim_metrics(&r, start)) goto done;
-    {
+    int setup_bad = 0;
+    if (dist_root()) { /* rank 0 owns the run directory's files */
+        if (trim_metrics(&r, start)) setup_bad = 1;
         char *yaml = NULL;
         char cfg_path[CFG_PATH + 32];
         path_join(cfg_path, sizeof cfg_path, c->out, "config.yaml");
-        if (config_to_yaml_string(c, &yaml) ||
-            fs_write_atomic(cfg_path, yaml, strlen(yaml), err, sizeof err)) {
+        if (!setup_bad && (config_to_yaml_string(c, &yaml) ||
+                           fs_write_atomic(cfg_path, yaml, strlen(yaml), err, sizeof err))) {
             fprintf(stderr, "sgtrain: writing %s: %s\n", cfg_path, err);
-            free(yaml);
-            goto done;
+            setup_bad = 1;
         }
         free(yaml);
+        if (!setup_bad && !(r.metrics = fopen(r.metrics_path, "a"))) {
+            fprintf(stderr, "sgtrain: %s: %s\n", r.metrics_path, strerror(errno));
+            setup_bad = 1;
+        }
     }
-    r.metrics = fopen(r.metrics_path, "a");
-    if (!r.metrics) {
-        fprintf(stderr, "sgtrain: %s: %s\n", r.metrics_path, strerror(errno));
-        goto done;
-    }
+    if (dist()->size > 1) setup_bad = (int)dist_max_long(setup_bad);
+    if (setup_bad) goto done;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    fprintf(stderr, "sgtrain: %s arm %s seed %ld: %ld params (%ld non-embedding, %ld for the arm), "
-                    "%d threads, BLAS %s\n",
-            c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),
-            model_count_arm_extra(&r.m), op_threads(), SG_BLAS_NAME);
-    {
+    if (dist_root()) {
+        fprintf(stderr, "sgtrain: %s arm %s seed %ld: %ld params (%ld non-embedding, %ld for the arm), "
+                        "%d threads, BLAS %s",
+                c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),
+                model_count_arm_extra(&r.m), op_threads(), SG_BLAS_NAME);
+        if (dist()->size > 1) fprintf(stderr, ", %d ranks", dist()->size);
+        fputc('\n', stderr);
         char fpath[CFG_PATH + 32];
         path_join(fpath, sizeof fpath, c->out, "failed.json");
         unlink(fpath); /* an earlier attempt's; this one decides anew */

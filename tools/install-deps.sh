@@ -9,11 +9,12 @@
 #   libpcre2-dev libssl-dev      GPT-2's pre-tokenizer pattern (PCRE2), SHA-256 of vocabularies
 #   python3 python3-pip python3-venv   test references: the export check, tiktoken in
 #                                build/venv (the tokenizer's reference); fetching MKL and data
+#   openmpi-bin libopenmpi-dev   data parallelism on the CPU (mpirun -n N sgtrain; make finds it)
 #   gnuplot-nox                  the report's figures (sgreport: PNG via pngcairo, and SVG)
 # and then, unless SG_NO_MKL=1, Intel oneMKL from PyPI into build/deps/mkl
 # (tools/fetch-mkl.sh): `make` links whichever BLAS measures fastest.
 set -eu
-pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv gnuplot-nox"
+pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv gnuplot-nox openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Data parallelism on the CPU with Open MPI: 1, 2 and 4 ranks train the same
+# run (same losses to 1e-6 relative), rank 0 alone writes the run
+# directory, a run resumes with another number of ranks, a signal stops
+# every rank at the same step with a checkpoint, a killed rank ends the job
+# within a bounded time naming the rank, and a build without MPI refuses
+# to run as one of several ranks.
+set -u
+B=${1:-build}
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+SG=$(cd "$B" && pwd)/sgtrain
+SYN=$(cd "$B" && pwd)/sgsynth
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { if eval "$1"; then ok; else bad "$2"; fi; }
+finish() { echo "e2e_mpi: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+if ! command -v mpirun >/dev/null || ! ldd "$SG" | grep -q libmpi; then
+    bad "sgtrain is not built with MPI or mpirun is missing (apt-get install openmpi-bin libopenmpi-dev; make)"; finish
+fi
+MPI="mpirun --oversubscribe -x OMP_NUM_THREADS"
+"$SYN" --out "$W/d" --vocab 512 --val-tokens 20000 --train-tokens 100000 --shard-tokens 50000 >/dev/null
+T="train --tier test --micro_batch 2 --grad_accum 4 --iters 30 --val_every 10 --ckpt_every 0 --data $W/d"
+losses() { grep '"loss"' "$1/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/'; }
+vals() { grep '"val_loss"' "$1/metrics.jsonl" | sed -E 's/.*"val_loss":([^,]*),.*/\1/'; }
+worst() { paste <(losses "$1"; vals "$1") <(losses "$2"; vals "$2") | awk 'BEGIN { w = 0 } { e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e; n++ } END { printf "%d %.2e", n, w }'; }
+
+"$SG" $T --out "$W/r1" 2>/dev/null
+timeout 120 $MPI -n 2 "$SG" $T --out "$W/r2" 2>"$W/r2.log"; rc2=$?
+timeout 120 $MPI -n 4 "$SG" $T --out "$W/r4" 2>"$W/r4.log"; rc4=$?
+check '[ $rc2 -eq 0 ] && [ $rc4 -eq 0 ]' "2 and 4 ranks train ($rc2, $rc4): $(tail -n 3 $W/r2.log)"
+for n in 2 4; do
+    w=$(worst "$W/r1" "$W/r$n")
+    check '[ "${w% *}" = 33 ] && awk -v e="${w#* }" "BEGIN { exit !(e <= 1e-6) }"' "$n ranks: every training and validation loss within 1e-6 of one process (values, worst relative): $w"
+done
+check 'grep -q "\"ranks\": 4" $W/r4/result.json && grep -q "\"ranks\": 1" $W/r1/result.json' "result.json records the ranks"
+check '[ "$(grep -c . $W/r4/metrics.jsonl)" = "$(grep -c . $W/r1/metrics.jsonl)" ] && [ "$(grep -c "^done:" $W/r4.log)" = 1 ]' "rank 0 alone writes metrics and the summary"
+check 'grep -q ", 4 ranks" $W/r4.log' "the banner names the rank count"
+
+# a run resumes with another number of ranks: 2 ranks stop at step 12, 1 and then 4 finish
+timeout 120 $MPI -n 2 "$SG" $T --stop_at 12 --out "$W/rs" 2>/dev/null; rc=$?
+check '[ $rc -eq 75 ] && [ -f $W/rs/checkpoint.bin ] && [ ! -f $W/rs/result.json ]' "2 ranks stop at step 12 with a checkpoint (exit $rc)"
+"$SG" $T --stop_at 20 --out "$W/rs" 2>/dev/null
+timeout 120 $MPI -n 4 "$SG" $T --out "$W/rs" 2>/dev/null; rc=$?
+w=$(worst "$W/r1" "$W/rs")
+check '[ $rc -eq 0 ] && awk -v e="${w#* }" "BEGIN { exit !(e <= 1e-6) }"' "2 ranks, then 1, then 4: the same run as one process throughout ($w)"
+
+# a signal reaches the ranks at different moments; they stop at one step
+$MPI -n 2 "$SG" $T --iters 200000 --out "$W/sig" 2>"$W/sig.log" &
+pid=$! # mpirun itself: it forwards SIGUSR1 to the ranks
+for i in $(seq 1 200); do [ -s "$W/sig/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 0.5; kill -USR1 $pid; wait $pid; rc=$?
+check '[ $rc -eq 75 ] && grep -q "SIGUSR1 received at step" $W/sig.log && [ -f $W/sig/checkpoint.bin ]' "SIGUSR1 to mpirun: both ranks checkpoint at one step and exit 75 ($rc)"
+
+# a killed rank ends the whole job, naming it, within a bounded time
+$MPI -n 2 "$SG" $T --iters 200000 --out "$W/kill" >"$W/kill.log" 2>&1 &
+pid=$!
+for i in $(seq 1 200); do [ -s "$W/kill/metrics.jsonl" ] && break; sleep 0.1; done
+victim=""
+for p in $(pgrep -f "sgtrain train.*$W/kill"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=1$" && victim=$p
+done
+t0=$SECONDS
+[ -n "$victim" ] && kill -9 "$victim"
+wait $pid; rc=$?
+check '[ -n "$victim" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - t0)) -le 30 ] && grep -qiE "rank 1.*(signal 9|killed)|(signal 9|killed).*rank 1" $W/kill.log' "killing rank 1 ends the job within 30 s, non-zero, naming the rank (rc $rc, $((SECONDS - t0)) s): $(grep -iE -m1 "rank 1" $W/kill.log)"
+check '[ -z "$(pgrep -f "sgtrain train.*$W/kill")" ]' "no rank is left running"
+
+# bad input: the micro-batches do not split evenly
+out=$(timeout 60 $MPI -n 3 "$SG" $T --out "$W/odd" 2>&1); rc=$?
+check '[ $rc -ne 0 ] && grep -q "grad_accum 4 is not a multiple of the 3 ranks" <<<"$out"' "grad_accum not divisible by the ranks is refused ($rc)"
+# a launcher MPI does not understand
+out=$(SLURM_STEP_NUM_TASKS=4 "$SG" $T --out "$W/pmi" 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "launcher started 4 processes (SLURM_STEP_NUM_TASKS) but MPI sees 1" <<<"$out"' "a launcher MPI does not speak is named ($rc)"
+# a build without MPI refuses to be one of several ranks
+if [ -z "${SG_SKIP_NOMPI_BUILD:-}" ]; then
+    (cd "$ROOT" && env -u MAKEFLAGS -u MAKELEVEL make -s B="$W/nompi" MPI=no BLAS="$(cat "$B/blas.choice" 2>/dev/null || echo openblas)" "$W/nompi/sgtrain" >/dev/null 2>&1)
+    check '! ldd $W/nompi/sgtrain | grep -q libmpi' "MPI=no builds without MPI"
+    out=$(OMPI_COMM_WORLD_SIZE=2 "$W/nompi/sgtrain" $T --out "$W/nm" 2>&1); rc=$?
+    check '[ $rc -eq 2 ] && grep -q "this build has no MPI" <<<"$out" && [ ! -e $W/nm ]' "without MPI: refuses to run as one of 2 ranks, writes nothing ($rc)"
+fi
+finish
