@@ -14,20 +14,9 @@ SG=$(cd "$(dirname "$B")" && pwd)/$(basename "$B")/sgtrain
 SYN=$(dirname "$SG")/sgsynth
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+E2E_NAME=e2e
+source "$(dirname "$0")/lib.sh"
 
-# expect STATUS PATTERN -- command...: exit status and a message matching PATTERN
-expect() {
-    local want=$1 pat=$2; shift 3
-    local out rc
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "exit $rc (want $want): $*"$'\n'"$out"; return; fi
-    if ! grep -qE -- "$pat" <<<"$out"; then bad "message /$pat/ missing: $*"$'\n'"$out"; return; fi
-    ok
-}
 json() { sed -nE "s/.*\"$2\": \"?([^\",]*)\"?,?$/\1/p" "$1" | head -n 1; }
 
 D=$W/data
@@ -177,5 +166,4 @@ if [ -f "$W/nan/checkpoint.bin" ]; then
     expect 0 "wrote" -- "$SG" export "$W/nan" -o "$W/nan.safetensors"
 fi
 
-echo "e2e: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

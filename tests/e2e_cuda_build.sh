@@ -9,13 +9,11 @@ set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+E2E_NAME=e2e_cuda_build
+source "$(dirname "$0")/lib.sh"
 if ! command -v nvcc >/dev/null; then
     echo "(nvcc not found: the CUDA build is not checked here)"
-    echo "e2e_cuda_build: 0 passed, 0 failed"; exit 0
+    finish
 fi
 # a make of its own: under `make test` the parent's jobserver flags would leak in
 log=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s B="$B" cuda 2>&1); rc=$?
@@ -35,5 +33,4 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     check '[ $rc -eq 1 ] && grep -q "no CUDA device.*use the CPU build, build/sgtrain" <<<"$out" && [ ! -e "$W/run/checkpoint.bin" ]' "without a GPU: a clear message, exit 1, no checkpoint ($rc: $out)"
     rm -rf "$W"
 fi
-echo "e2e_cuda_build: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

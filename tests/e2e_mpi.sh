@@ -13,11 +13,8 @@ SYN=$(cd "$B" && pwd)/sgsynth
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-finish() { echo "e2e_mpi: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+E2E_NAME=e2e_mpi
+source "$(dirname "$0")/lib.sh"
 if ! command -v mpirun >/dev/null || ! ldd "$SG" | grep -q libmpi; then
     bad "sgtrain is not built with MPI or mpirun is missing (apt-get install openmpi-bin libopenmpi-dev; make)"; finish
 fi

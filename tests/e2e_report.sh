@@ -13,18 +13,8 @@ SG=$(cd "$B" && pwd)/sgtrain
 SYN=$(cd "$B" && pwd)/sgsynth
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-expect() { # STATUS PATTERN -- command...
-    local want=$1 pat=$2; shift 3
-    local out rc
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "exit $rc (want $want): $*"$'\n'"$out"; return; fi
-    if ! grep -qE -- "$pat" <<<"$out"; then bad "message /$pat/ missing: $*"$'\n'"$out"; return; fi
-    ok
-}
+E2E_NAME=e2e_report
+source "$(dirname "$0")/lib.sh"
 png_size() { od -An -tu1 -j16 -N8 "$1" | awk '{ printf "%dx%d", $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8 }'; }
 have_gnuplot=0; command -v gnuplot >/dev/null && have_gnuplot=1
 
@@ -136,5 +126,4 @@ expect 2 "--out needs a value" -- "$REP" "$S" --out
 printf 'x' >"$W/afile"
 expect 2 "afile: not a directory" -- "$REP" "$W/afile"
 expect 1 "" -- "$REP" --no-figures --out /proc/sgreport-cannot "$S"
-echo "e2e_report: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

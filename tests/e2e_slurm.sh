@@ -10,11 +10,8 @@ set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-finish() { echo "e2e_slurm: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+E2E_NAME=e2e_slurm
+source "$(dirname "$0")/lib.sh"
 if [ -n "${SG_NO_SLURM:-}" ]; then echo "(SG_NO_SLURM set: the Slurm test is skipped)"; finish; fi
 W=$(mktemp -d)
 C=$W/cluster

@@ -14,18 +14,8 @@ SG=$(cd "$B" && pwd)/sgtrain
 SYN=$(cd "$B" && pwd)/sgsynth
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-expect() { # STATUS PATTERN -- command...
-    local want=$1 pat=$2; shift 3
-    local out rc
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "exit $rc (want $want): $*"$'\n'"$out"; return; fi
-    if ! grep -qE -- "$pat" <<<"$out"; then bad "message /$pat/ missing: $*"$'\n'"$out"; return; fi
-    ok
-}
+E2E_NAME=e2e_sweep
+source "$(dirname "$0")/lib.sh"
 
 # --- the shipped sweeps ----------------------------------------------------------
 cd "$ROOT"
@@ -291,5 +281,4 @@ expect 2 "no task 9 in group small" -- "$SW" task "$W/s.yaml" --group small --in
 check 'grep -q "| combo2 |" $W/runs/report/report.md' "the report has the sweep's arms"
 # several ranks without distributed support are refused, not run into one directory
 expect 2 "(launcher started 4 processes|started as one of 4 processes)" -- env SLURM_STEP_NUM_TASKS=4 "$SG" train --tier test --data "$W/data" --out "$W/ranks"
-echo "e2e_sweep: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -18,19 +18,8 @@ PY=python3
 [ -x "$B/venv/bin/python" ] && PY=$(cd "$B" && pwd)/venv/bin/python
 W=$(mktemp -d)
 trap 'chmod -R u+w "$W" 2>/dev/null; rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-expect() { # STATUS PATTERN -- command...
-    local want=$1 pat=$2; shift 3
-    local out rc
-    out=$("$@" 2>&1); rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "exit $rc (want $want): $*"$'\n'"$out"; return; fi
-    if ! grep -qE -- "$pat" <<<"$out"; then bad "message /$pat/ missing: $*"$'\n'"$out"; return; fi
-    ok
-}
-finish() { echo "e2e_tok: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+E2E_NAME=e2e_tok
+source "$(dirname "$0")/lib.sh"
 json() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
 
 if [ ! -f "$V" ] || [ ! -d "$MIXED" ]; then
