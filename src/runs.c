@@ -326,13 +326,20 @@ static int make_groups(RunSet *rs, char *err, size_t errlen) {
         rc = sg_fail(err, errlen, "out of memory");
         goto out;
     }
+    char (*labels)[400] = calloc((size_t)np + 1, sizeof *labels);
+    if (!labels) {
+        free(label_of);
+        rc = sg_fail(err, errlen, "out of memory");
+        goto out;
+    }
     for (int k = 0; k < np; k++) {
         int split = 0;
         for (int j = 0; j < np; j++) split |= j != k && !strcmp(pairs[j].tier, pairs[k].tier);
-        char label[400], bb[256];
+        char bb[256];
         const char *dn = base_name(pairs[k].data, bb, sizeof bb);
-        if (split && *dn) snprintf(label, sizeof label, "%s %s", dn, pairs[k].tier);
-        else snprintf(label, sizeof label, "%s", pairs[k].tier);
+        char *label = labels[k];
+        if (split && *dn) snprintf(label, sizeof labels[k], "%s %s", dn, pairs[k].tier);
+        else snprintf(label, sizeof labels[k], "%s", pairs[k].tier);
         int g = 0;
         while (g < nk && strcmp(keys[g].label, label)) g++;
         if (g == nk) {
@@ -344,24 +351,20 @@ static int make_groups(RunSet *rs, char *err, size_t errlen) {
     rs->groups = calloc((size_t)nk + 1, sizeof *rs->groups);
     if (!rs->groups) {
         free(label_of);
+        free(labels);
         rc = sg_fail(err, errlen, "out of memory");
         goto out;
     }
     for (int g = 0; g < nk; g++) rs->groups[g] = keys[g].label;
     rs->n_groups = nk;
     for (int k = 0; k < np; k++) {
-        int split = 0;
-        for (int j = 0; j < np; j++) split |= j != k && !strcmp(pairs[j].tier, pairs[k].tier);
-        char label[400], bb[256];
-        const char *dn = base_name(pairs[k].data, bb, sizeof bb);
-        if (split && *dn) snprintf(label, sizeof label, "%s %s", dn, pairs[k].tier);
-        else snprintf(label, sizeof label, "%s", pairs[k].tier);
         for (int g = 0; g < nk; g++)
-            if (!strcmp(rs->groups[g], label)) label_of[k] = g;
+            if (!strcmp(rs->groups[g], labels[k])) label_of[k] = g;
     }
     for (size_t i = 0; i < rs->n; i++)
         if (pair_of[i] >= 0) rs->v[i].group = label_of[pair_of[i]];
     free(label_of);
+    free(labels);
     nk = 0; /* the labels now belong to rs->groups */
 out:
     for (int g = 0; g < nk; g++) free(keys[g].label);

@@ -245,18 +245,28 @@ static const char *slurm_dir(void) {
     return d && *d ? d : "slurm";
 }
 
+/* Absolute paths a job needs: it runs elsewhere, maybe on another node. */
+typedef struct {
+    char sweep[PATH_MAX + 8], script[PATH_MAX + 64], logs[PATH_MAX + 8], cwd[PATH_MAX];
+} JobPaths;
+
+static void job_paths(const Sweep *s, const char *script_name, JobPaths *p) {
+    char rel[PATH_MAX];
+    abs_path(s->path, p->sweep, sizeof p->sweep);
+    snprintf(rel, sizeof rel, "%s/%s", slurm_dir(), script_name);
+    abs_path(rel, p->script, sizeof p->script);
+    snprintf(rel, sizeof rel, "%s/%s", s->out, s->log_dir);
+    abs_path(rel, p->logs, sizeof p->logs);
+    if (!getcwd(p->cwd, sizeof p->cwd)) snprintf(p->cwd, sizeof p->cwd, ".");
+}
+
 /* The array job of group G over INDICES (a Slurm list such as "0-3,7"). */
 static void group_sbatch(const Loaded *L, int g, const char *indices, Argv *a) {
     const Sweep *s = &L->s;
     const SweepGroup *G = &s->groups[g];
-    char sweep_abs[PATH_MAX + 8], script[PATH_MAX + 64], logs[PATH_MAX + 8], cwd[PATH_MAX];
-    abs_path(s->path, sweep_abs, sizeof sweep_abs);
-    char rel[PATH_MAX];
-    snprintf(rel, sizeof rel, "%s/task.sh", slurm_dir());
-    abs_path(rel, script, sizeof script);
-    snprintf(rel, sizeof rel, "%s/%s", s->out, s->log_dir);
-    abs_path(rel, logs, sizeof logs);
-    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    JobPaths jp;
+    job_paths(s, "task.sh", &jp);
+    const char *sweep_abs = jp.sweep, *script = jp.script, *logs = jp.logs, *cwd = jp.cwd;
     add(a, "sbatch");
     add(a, "--parsable");
     add(a, "--job-name=%s.%s", s->name, G->name);
@@ -276,13 +286,9 @@ static void group_sbatch(const Loaded *L, int g, const char *indices, Argv *a) {
 
 static void report_sbatch(const Loaded *L, const char *deps, Argv *a) {
     const Sweep *s = &L->s;
-    char sweep_abs[PATH_MAX + 8], script[PATH_MAX + 64], logs[PATH_MAX + 8], cwd[PATH_MAX], rel[PATH_MAX];
-    abs_path(s->path, sweep_abs, sizeof sweep_abs);
-    snprintf(rel, sizeof rel, "%s/report.sh", slurm_dir());
-    abs_path(rel, script, sizeof script);
-    snprintf(rel, sizeof rel, "%s/%s", s->out, s->log_dir);
-    abs_path(rel, logs, sizeof logs);
-    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    JobPaths jp;
+    job_paths(s, "report.sh", &jp);
+    const char *sweep_abs = jp.sweep, *script = jp.script, *logs = jp.logs, *cwd = jp.cwd;
     add(a, "sbatch");
     add(a, "--parsable");
     add(a, "--job-name=%s.report", s->name);
