@@ -17,6 +17,7 @@ WARN    := -Wall -Wextra -Wno-unused-parameter
 CFLAGS  += $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels
 LDLIBS  += -lm -fopenmp
 B       := build
+.DEFAULT_GOAL := all
 
 PKG_CONFIG ?= pkg-config
 BLAS ?= auto
@@ -195,9 +196,16 @@ CUDA_CU    := $(wildcard kernels/cuda/*.cu)
 CUDA_HOSTC := $(filter-out src/main.c,$(wildcard src/*.c))
 CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC))
 
-$(CB)/cu/%.o: %.cu kernels/cuda/cuda_common.h kernels/ops.h
+# Device code depends on the architectures it was compiled for: changing
+# CUDA_ARCHS recompiles it (as the BLAS stamp does for the CPU objects).
+empty :=
+space := $(empty) $(empty)
+ARCH_STAMP := $(CB)/.archs-$(subst $(space),-,$(strip $(CUDA_ARCHS)))
+$(ARCH_STAMP):
+	@mkdir -p $(CB); rm -f $(CB)/.archs-*; touch $@
+$(CB)/cu/%.o: %.cu kernels/cuda/cuda_common.h kernels/ops.h $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 $(CB)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) -c $< -o $@
