@@ -128,6 +128,20 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink,
                       const real *k, const real *v, const real *out,
                       const real *lse, const AttnArgs *a);
 
+/* ---- explicit attention (analyses only) ------------------------------------
+ * The evaluation-time analyses (src/analysis*.c) need what the streaming op
+ * never materialises: every attention probability, and outputs from
+ * probabilities they have edited.  With the same s_ij, c_h and LSE_i as
+ * op_attention_fwd:
+ *   p[b,h,i,j] = exp(s_ij - LSE_i)   j <= i;   0 for i < j < T
+ *   p[b,h,i,T] = exp(c_h - LSE_i)    the phantom (0 without one)
+ * so each row of T+1 entries sums to 1.  p is [B,H,T,T+1]: callers bound its
+ * size by passing one sequence at a time (B = 1, pointers offset). */
+void op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a);
+/* o_i = sum_{j<T} p[b,h,i,j] v_j (the phantom column adds nothing); out has
+ * row stride o_stride, v row stride v_stride, head h at offset h*d. */
+void op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a);
+
 /* ---- classifier ----------------------------------------------------------
  * Fused LM head, softmax and cross-entropy over the V real classes of a
  * matrix padded to Vp rows; padded logits never enter the softmax.  Rows are

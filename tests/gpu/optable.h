@@ -23,6 +23,8 @@ typedef struct {
     void (*attention_fwd)(real *, real *, const real *, const real *, const real *, const AttnArgs *);
     void (*attention_bwd)(real *, real *, real *, real *, real *, const real *, const real *, const real *,
                           const real *, const real *, const real *, const AttnArgs *);
+    void (*attention_probs)(real *, const real *, const real *, const AttnArgs *);
+    void (*attention_apply)(real *, const real *, const real *, const AttnArgs *);
     double (*classifier)(real *, real *, real *, const real *, const real *, const int32_t *, int, int, int, int,
                          real);
     void (*logits)(real *, const real *, const real *, int, int, int);

@@ -3,7 +3,8 @@
  * test-gpu` (tests/gpu/run.sh).
  *
  * Tolerances, |gpu - cpu| <= atol + rtol |cpu| per element:
- *   fp32 ops (LayerNorm, GELU, add, embeddings, gates, AdamW):  atol 1e-5 scale, rtol 1e-4
+ *   fp32 ops (LayerNorm, GELU, add, embeddings, gates, AdamW, the explicit
+ *   attention of the analyses):  atol 1e-5 scale, rtol 1e-4
  *   ops with bf16 matrix products (matmul, classifier) and attention
  *   (bf16 tensor cores where the kernel uses them): rtol 2e-2 with atol
  *   2e-2 of the output's largest magnitude -- bf16 keeps 8 significant bits,
@@ -240,6 +241,76 @@ static void test_attention(int B, int T, int H, int d, int phantom, int logbias)
     free(qkv), free(sink), free(lb), free(o), free(lse), free(dout), free(dqkv), free(dsink), free(dlb);
 }
 
+/* Explicit attention (analyses): probabilities and their apply, as
+ * test_attention's arms.  p and out start as junk on both sides, so every
+ * entry the op owns must be written; out has a padded row stride whose
+ * padding must survive.  apply is checked on the reference's p and on a
+ * dense random p (entries above the diagonal and in the phantom column:
+ * the first count, the second must not). */
+static void test_attention_probs(int B, int T, int H, int d, int phantom, int logbias) {
+    int C = H * d, qs = 3 * C, os = C + 8;
+    long nq = (long)B * T * qs, no = (long)B * T * os, nl = (long)B * H * T, np = (long)B * H * T * (T + 1);
+    real *qkv = host_rand(nq, 1), *sink = host_rand(H, 1), *lb = host_rand(nl, 0.5);
+    for (long i = 0; i < nl; i++) lb[i] = -fabs(lb[i]);
+    real *p = host_rand(np, 1), *dense = host_rand(np, 0.1), *o0 = host_rand(no, 1);
+    real *o = malloc(sizeof *o * (size_t)no);
+    memcpy(o, o0, sizeof *o * (size_t)no);
+    real *qkv_d = dev_of(qkv, nq), *sink_d = dev_of(sink, H), *lb_d = dev_of(lb, nl), *p_d = dev_of(p, np),
+         *p2_d = dev_of(p, np), *o_d = dev_of(o0, no), *o2_d = dev_of(o0, no);
+    AttnArgs a = {B, T, H, d, qs, qs, qs, os, phantom > 0, phantom == 2 ? sink : NULL, logbias ? lb : NULL};
+    AttnArgs ad = {B, T, H, d, qs, qs, qs, os, phantom > 0, phantom == 2 ? sink_d : NULL, logbias ? lb_d : NULL};
+    char what[160], tag[96];
+    snprintf(tag, sizeof tag, "B%d T%d H%d d%d phantom %d logbias %d", B, T, H, d, phantom, logbias);
+
+    cpu_ops.attention_probs(p, qkv, qkv + C, &a);
+    gpu_ops.attention_probs(p_d, qkv_d, qkv_d + C, &ad);
+    snprintf(what, sizeof what, "attention probs %s", tag);
+    same(what, p_d, p, np, 0);
+    /* the device's own rows: sum to one, exact zeros above the diagonal and
+     * (without a phantom) in the phantom column */
+    real *g = back(p_d, np);
+    long badsum = -1, badzero = -1;
+    double worst = 0; /* the largest |row sum - 1| */
+    for (long r = 0; r < (long)B * H * T; r++) {
+        const real *row = g + r * (T + 1);
+        int i = (int)(r % T);
+        double s = 0;
+        for (int j = 0; j <= T; j++) s += row[j];
+        if (fabs(s - 1) > worst) worst = fabs(s - 1);
+        if (fabs(s - 1) > 1e-5 && badsum < 0) badsum = r;
+        for (int j = i + 1; j < T; j++)
+            if (row[j] != 0 && badzero < 0) badzero = r;
+        if (!phantom && row[T] != 0 && badzero < 0) badzero = r;
+    }
+    CHECK(badsum < 0, "attention probs %s: row %ld does not sum to 1 within 1e-5 (worst |sum - 1| %.3g)", tag,
+          badsum, worst);
+    CHECK(badzero < 0, "attention probs %s: row %ld has a nonzero entry above the diagonal%s", tag, badzero,
+          phantom ? "" : " or in the phantom column");
+    free(g);
+    gpu_ops.attention_probs(p2_d, qkv_d, qkv_d + C, &ad);
+    snprintf(what, sizeof what, "attention probs %s", tag);
+    bitwise(what, p_d, p2_d, np);
+
+    /* apply, on the reference's p (uploaded over the device's) */
+    gpu_ops.upload(p_d, p, sizeof *p * (size_t)np);
+    cpu_ops.attention_apply(o, p, qkv + 2 * C, &a);
+    gpu_ops.attention_apply(o_d, p_d, qkv_d + 2 * C, &ad);
+    snprintf(what, sizeof what, "attention apply %s", tag);
+    same(what, o_d, o, no, 0);
+    gpu_ops.attention_apply(o2_d, p_d, qkv_d + 2 * C, &ad);
+    bitwise(what, o_d, o2_d, no);
+    /* apply, on a dense p */
+    gpu_ops.upload(p_d, dense, sizeof *dense * (size_t)np);
+    cpu_ops.attention_apply(o, dense, qkv + 2 * C, &a);
+    gpu_ops.attention_apply(o_d, p_d, qkv_d + 2 * C, &ad);
+    snprintf(what, sizeof what, "attention apply (dense p) %s", tag);
+    same(what, o_d, o, no, 0);
+
+    void *ds[] = {qkv_d, sink_d, lb_d, p_d, p2_d, o_d, o2_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(qkv), free(sink), free(lb), free(p), free(dense), free(o0), free(o);
+}
+
 static void test_classifier(int N, int C, int V, int Vp) {
     real *x = host_rand((long)N * C, 1), *wte = host_rand((long)Vp * C, 0.3);
     int32_t *tg = malloc(sizeof *tg * (size_t)N);
@@ -284,6 +355,11 @@ int main(void) {
         }
     test_attention(1, 1024, 4, 64, 2, 0);
     test_attention(1, 300, 2, 128, 2, 1);
+    int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 512, 4, 64}};
+    for (int si = 0; si < 4; si++)
+        for (int ph = 0; ph <= 2; ph++)
+            for (int lb = 0; lb <= 1; lb++)
+                test_attention_probs(pshape[si][0], pshape[si][1], pshape[si][2], pshape[si][3], ph, lb);
     test_classifier(37, 32, 100, 128);
     test_classifier(256, 384, 50257, 50304);
     return check_finish();
