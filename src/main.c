@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis.h"
 #include "arms.h"
 #include "config.h"
 #include "model.h"
@@ -26,6 +27,9 @@ static void usage(FILE *f) {
             "                --data DIR --out RUN_DIR\n"
             "  sgtrain info  [the same flags]     resolved config and parameter counts, as JSON\n"
             "  sgtrain export RUN_DIR|CHECKPOINT [-o FILE.safetensors]\n"
+            "  sgtrain analyze RUN_DIR|CHECKPOINT [flags]\n"
+            "                                     injection battery, gate-override probes, exposure and\n"
+            "                                     telemetry -> RUN_DIR/analysis/*.json (--help: the flags)\n"
             "  sgtrain grads [the train flags] -o FILE.safetensors\n"
             "                                     the gradients of step 0's first micro-batch and its loss\n"
             "                                     (compares backends: tests/gpu/run.sh)\n"
@@ -233,6 +237,23 @@ static int cmd_export(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_analyze(int argc, char **argv) {
+    if (want_help(argc, argv)) {
+        analysis_usage();
+        return 0;
+    }
+    AnalysisOpts o;
+    analysis_defaults(&o);
+    char err[2048];
+    if (analysis_parse_args(&o, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "sgtrain analyze: %s\n", err);
+        return 2;
+    }
+    int rc = analysis_run(&o, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain analyze: %s\n", err);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -263,6 +284,7 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
+    if (!strcmp(cmd, "analyze")) return cmd_analyze(sub_argc, sub_argv);
     if (!strcmp(cmd, "grads")) return cmd_grads(sub_argc, sub_argv);
     if (!strcmp(cmd, "tiers")) {
         config_print_tiers(stdout);

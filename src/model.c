@@ -371,20 +371,28 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     op_upload(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
     int C = m->C, N = B * m->Tp;
     Acts *a = &m->a;
-    PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, m->inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
+    const ForwardHooks *hk = m->hooks;
+    if (!(hk && hk->layer0_qkv))
+        PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, m->inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
     const real *x = a->x0;
     for (int l = 0; l < m->L; l++) {
         LayerActs *la = &a->layer[l];
         const LayerTensors *lt = &m->p.layer[l];
-        PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
-        PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
+        if (l == 0 && hk && hk->layer0_qkv) {
+            op_copy(la->qkv, hk->layer0_qkv, sizeof(real) * (size_t)N * 3 * C);
+        } else {
+            PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
+            PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
+        }
+        if (hk && hk->values) hk->values(hk->ctx, m, l, B);
         if (m->arm->filter != FILTER_NONE) {
             GateParams gp = gate_params(m, lt);
             PROF(PROF_GATE, 0, op_gate_fwd(la->gate, la->vg, la->logbias, la->qkv + 2 * C, 3 * C, &gp, B, m->Tp, m->H, m->d));
         }
         int vs;
         AttnArgs aa = attn_args(m, B, lt, la, &vs);
-        PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
+        if (!(hk && hk->attention && hk->attention(hk->ctx, m, l, B, &aa, values_read(m, la))))
+            PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
         PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
         PROF(PROF_POINTWISE, 0, op_add(la->res1, la->res1, x, (long)N * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, lt->ln2_w, lt->ln2_b, N, C));

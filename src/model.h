@@ -13,6 +13,7 @@
 
 #include "arms.h"
 #include "config.h"
+#include "ops.h"
 #include "real.h"
 
 typedef enum {
@@ -77,7 +78,27 @@ typedef struct {
     real *dres, *dln, *dqkv, *dvg, *dlogbias, *datty, *dfch, *dfch_gelu, *dxf, *dlnf;
 } Acts;
 
+struct Model;
+
+/* Evaluation-time interventions (src/analysis.c); training leaves them NULL.
+ *  values:    after layer l's QKV projection and before any gate: may rewrite
+ *             the values (la->qkv + 2C, row stride 3C) in place.
+ *  attention: instead of the streaming op: returns 1 if it wrote la->atty
+ *             itself, 0 to let the op run (it may only observe).  `aa` are
+ *             the op's arguments and `v` the values it reads (gated in the
+ *             value slot).
+ *  layer0_qkv: when set, layer 0's embedding, LayerNorm and QKV projection
+ *             are not recomputed: the values of this op buffer [B*Tp, 3C]
+ *             are copied in, and x0 must still hold the same batch's
+ *             embeddings (an earlier forward of the same tokens). */
 typedef struct {
+    void *ctx;
+    void (*values)(void *ctx, struct Model *m, int layer, int B);
+    int (*attention)(void *ctx, struct Model *m, int layer, int B, const AttnArgs *aa, const real *v);
+    const real *layer0_qkv;
+} ForwardHooks;
+
+typedef struct Model {
     Config cfg;
     const Arm *arm;
     int L, H, C, d, T, V, Vp, Tp;
@@ -93,6 +114,7 @@ typedef struct {
     Acts a;
     real *act_mem;
     int32_t *inputs, *targets; /* [B*T] copies of the current batch */
+    const ForwardHooks *hooks; /* NULL outside the analyses */
 } Model;
 
 /* Builds the tensor table and allocates parameters, gradients and AdamW

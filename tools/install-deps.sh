@@ -19,13 +19,14 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-# tiktoken, the reference the tokenizer tests compare against, in a venv
-# (Debian's Python refuses system-wide pip installs).
+# The test references in a venv (Debian's Python refuses system-wide pip
+# installs): tiktoken, which the tokenizer tests compare against, and NumPy,
+# which the analyses' reference (tests/analysis/ref_analysis.py) computes with.
 venv() {
     local v; v="$(dirname "$0")/../build/venv"
-    "$v/bin/python" -c 'import tiktoken' 2>/dev/null && return 0
-    echo "install-deps: tiktoken into build/venv" >&2
-    python3 -m venv "$v" && "$v/bin/pip" install -q --disable-pip-version-check tiktoken==0.14.0
+    "$v/bin/python" -c 'import tiktoken, numpy' 2>/dev/null && return 0
+    echo "install-deps: tiktoken and numpy into build/venv" >&2
+    python3 -m venv "$v" && "$v/bin/pip" install -q --disable-pip-version-check tiktoken==0.14.0 numpy==2.3.5
 }
 fetch_mkl() { bash "$(dirname "$0")/fetch-mkl.sh"; venv; }
 [ -z "$missing" ] && { fetch_mkl; exit 0; }
