@@ -128,6 +128,28 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink,
                       const real *k, const real *v, const real *out,
                       const real *lse, const AttnArgs *a);
 
+/* ---- decode attention ------------------------------------------------------
+ * One query per (b,h) over all T keys of its sequence, with no causal mask:
+ * the KV-cache step of generation, and the single learned query of the toy
+ * task (src/toy.c).  Otherwise the definitions of op_attention_fwd:
+ *   s_j = q . k_j / sqrt(d) + logbias_j,  phantom logit c_h as there,
+ *   LSE = log(exp(c_h) + sum_j exp(s_j)),  o = sum_j exp(s_j - LSE) v_j
+ * q and out hold one row per sequence (row strides q_stride and o_stride; a
+ * q_stride of 0 shares one query among all sequences); k and v rows as in
+ * op_attention_fwd; lse [B,H]. */
+void op_attention_decode_fwd(real *out, real *lse, const real *q, const real *k,
+                             const real *v, const AttnArgs *a);
+/* dq [B, H*d] (overwritten; its own contiguous rows, so a shared query's
+ * gradient is the sum of the B rows); dk, dv (overwritten, k/v strides);
+ * dsink [H] (acc; NULL when sink is NULL); dlogbias [B,H,T] (overwritten;
+ * NULL when logbias is NULL).  With p_j = exp(s_j - LSE), D = dO . O:
+ *   dS_j = p_j (dO . v_j - D),  dq = sum_j dS_j k_j / sqrt(d),
+ *   dk_j = dS_j q / sqrt(d),  dv_j = p_j dO,  dlogbias_j = dS_j,
+ *   dc_h = -sum_b exp(c_h - LSE_b) D_b. */
+void op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
+                             const real *dout, const real *q, const real *k, const real *v,
+                             const real *out, const real *lse, const AttnArgs *a);
+
 /* ---- explicit attention (analyses only) ------------------------------------
  * The evaluation-time analyses (src/analysis*.c) need what the streaming op
  * never materialises: every attention probability, and outputs from

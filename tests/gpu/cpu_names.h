@@ -16,6 +16,8 @@
 #define op_attention_bwd cpu_op_attention_bwd
 #define op_attention_probs cpu_op_attention_probs
 #define op_attention_apply cpu_op_attention_apply
+#define op_attention_decode_fwd cpu_op_attention_decode_fwd
+#define op_attention_decode_bwd cpu_op_attention_decode_bwd
 #define op_classifier cpu_op_classifier
 #define op_logits cpu_op_logits
 #define op_adamw cpu_op_adamw

@@ -25,6 +25,9 @@ typedef struct {
                           const real *, const real *, const real *, const AttnArgs *);
     void (*attention_probs)(real *, const real *, const real *, const AttnArgs *);
     void (*attention_apply)(real *, const real *, const real *, const AttnArgs *);
+    void (*attention_decode_fwd)(real *, real *, const real *, const real *, const real *, const AttnArgs *);
+    void (*attention_decode_bwd)(real *, real *, real *, real *, real *, const real *, const real *, const real *,
+                                 const real *, const real *, const real *, const AttnArgs *);
     double (*classifier)(real *, real *, real *, const real *, const real *, const int32_t *, int, int, int, int,
                          real);
     void (*logits)(real *, const real *, const real *, int, int, int);

@@ -311,6 +311,81 @@ static void test_attention_probs(int B, int T, int H, int d, int phantom, int lo
     free(qkv), free(sink), free(lb), free(p), free(dense), free(o0), free(o);
 }
 
+/* Decode attention (one query per sequence), as test_attention's arms, with
+ * a shared query (q_stride 0) or one per sequence (q_stride H*d).  K and V
+ * are interleaved rows (stride 2C), out has a padded row stride whose
+ * padding must survive, and every overwritten output starts as the same
+ * junk on both sides.  Everything is fp32 (fp32 tolerance); the second GPU
+ * run, from the same starting buffers, must give the same bits. */
+static void test_attention_decode(int B, int T, int H, int d, int phantom, int logbias, int qshared) {
+    int C = H * d, kvs = 2 * C, os = C + 8, qs = qshared ? 0 : C;
+    long nq = qshared ? C : (long)B * C, nkv = (long)B * T * kvs, no = (long)B * os, nbh = (long)B * H,
+         nl = nbh * T, ndq = (long)B * C;
+    real *q = host_rand(nq, 1), *kv = host_rand(nkv, 1), *sink = host_rand(H, 1), *lb = host_rand(nl, 0.5);
+    for (long i = 0; i < nl; i++) lb[i] = -fabs(lb[i]);
+    real *o = host_rand(no, 1), *lse = host_rand(nbh, 1), *dout = host_rand(no, 1);
+    real *dq = host_rand(ndq, 1), *dkv = host_rand(nkv, 1), *dlb = host_rand(nl, 1), *dsink = host_rand(H, 1);
+    real *q_d = dev_of(q, nq), *kv_d = dev_of(kv, nkv), *sink_d = dev_of(sink, H), *lb_d = dev_of(lb, nl);
+    real *o_d = dev_of(o, no), *o2_d = dev_of(o, no), *lse_d = dev_of(lse, nbh), *lse2_d = dev_of(lse, nbh),
+         *dout_d = dev_of(dout, no);
+    real *dq_d = dev_of(dq, ndq), *dq2_d = dev_of(dq, ndq), *dkv_d = dev_of(dkv, nkv), *dkv2_d = dev_of(dkv, nkv),
+         *dlb_d = dev_of(dlb, nl), *dlb2_d = dev_of(dlb, nl), *dsink_d = dev_of(dsink, H),
+         *dsink2_d = dev_of(dsink, H);
+    AttnArgs a = {B, T, H, d, qs, kvs, kvs, os, phantom > 0, phantom == 2 ? sink : NULL, logbias ? lb : NULL};
+    AttnArgs ad = {B, T, H, d, qs, kvs, kvs, os, phantom > 0, phantom == 2 ? sink_d : NULL, logbias ? lb_d : NULL};
+    char what[160], tag[112];
+    snprintf(tag, sizeof tag, "B%d T%d H%d d%d phantom %d logbias %d q_stride %d", B, T, H, d, phantom, logbias, qs);
+
+    cpu_ops.attention_decode_fwd(o, lse, q, kv, kv + C, &a);
+    gpu_ops.attention_decode_fwd(o_d, lse_d, q_d, kv_d, kv_d + C, &ad);
+    snprintf(what, sizeof what, "attention decode out %s", tag);
+    same(what, o_d, o, no, 0);
+    snprintf(what, sizeof what, "attention decode lse %s", tag);
+    same(what, lse_d, lse, nbh, 0);
+    gpu_ops.attention_decode_fwd(o2_d, lse2_d, q_d, kv_d, kv_d + C, &ad);
+    snprintf(what, sizeof what, "attention decode fwd %s", tag);
+    bitwise(what, o_d, o2_d, no);
+    bitwise(what, lse_d, lse2_d, nbh);
+
+    /* the backward from the reference's forward on both sides */
+    gpu_ops.upload(o_d, o, sizeof *o * (size_t)no);
+    gpu_ops.upload(lse_d, lse, sizeof *lse * (size_t)nbh);
+    real *ds = phantom == 2 ? dsink : NULL, *ds_d = phantom == 2 ? dsink_d : NULL;
+    real *ds2_d = phantom == 2 ? dsink2_d : NULL;
+    cpu_ops.attention_decode_bwd(dq, dkv, dkv + C, ds, logbias ? dlb : NULL, dout, q, kv, kv + C, o, lse, &a);
+    gpu_ops.attention_decode_bwd(dq_d, dkv_d, dkv_d + C, ds_d, logbias ? dlb_d : NULL, dout_d, q_d, kv_d, kv_d + C, o_d,
+                                 lse_d, &ad);
+    /* At T = 1 without a phantom the exact dS is 0 (p = 1, dO . v = D), so dq,
+     * dk and dlogbias are rounding noise on both sides; in fp32 that is
+     * ~1e-6 (the error of a d-term dot product), under the 1e-5 absolute
+     * tolerance, so they are compared as everywhere else. */
+    snprintf(what, sizeof what, "attention decode dq %s", tag);
+    same(what, dq_d, dq, ndq, 0);
+    snprintf(what, sizeof what, "attention decode dk/dv %s", tag);
+    same(what, dkv_d, dkv, nkv, 0);
+    if (phantom == 2) {
+        snprintf(what, sizeof what, "attention decode dsink (accumulated) %s", tag);
+        same(what, dsink_d, dsink, H, 0);
+    }
+    if (logbias) {
+        snprintf(what, sizeof what, "attention decode dlogbias %s", tag);
+        same(what, dlb_d, dlb, nl, 0);
+    }
+    gpu_ops.attention_decode_bwd(dq2_d, dkv2_d, dkv2_d + C, ds2_d, logbias ? dlb2_d : NULL, dout_d, q_d, kv_d,
+                                 kv_d + C, o_d, lse_d, &ad);
+    snprintf(what, sizeof what, "attention decode bwd %s", tag);
+    bitwise(what, dq_d, dq2_d, ndq);
+    bitwise(what, dkv_d, dkv2_d, nkv);
+    bitwise(what, dlb_d, dlb2_d, nl);
+    bitwise(what, dsink_d, dsink2_d, H);
+
+    void *dd[] = {q_d, kv_d, sink_d, lb_d, o_d, o2_d, lse_d, lse2_d, dout_d, dq_d, dq2_d, dkv_d, dkv2_d, dlb_d, dlb2_d,
+                  dsink_d, dsink2_d};
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) gpu_ops.free(dd[i]);
+    free(q), free(kv), free(sink), free(lb), free(o), free(lse), free(dout), free(dq), free(dkv), free(dlb),
+        free(dsink);
+}
+
 static void test_classifier(int N, int C, int V, int Vp) {
     real *x = host_rand((long)N * C, 1), *wte = host_rand((long)Vp * C, 0.3);
     int32_t *tg = malloc(sizeof *tg * (size_t)N);
@@ -360,6 +435,12 @@ int main(void) {
         for (int ph = 0; ph <= 2; ph++)
             for (int lb = 0; lb <= 1; lb++)
                 test_attention_probs(pshape[si][0], pshape[si][1], pshape[si][2], pshape[si][3], ph, lb);
+    int dshape[][4] = {{3, 7, 2, 16}, {256, 64, 1, 64}, {2, 1000, 4, 64}, {3, 1, 2, 16}};
+    for (int si = 0; si < 4; si++)
+        for (int ph = 0; ph <= 2; ph++)
+            for (int lb = 0; lb <= 1; lb++)
+                for (int qsh = 0; qsh <= 1; qsh++)
+                    test_attention_decode(dshape[si][0], dshape[si][1], dshape[si][2], dshape[si][3], ph, lb, qsh);
     test_classifier(37, 32, 100, 128);
     test_classifier(256, 384, 50257, 50304);
     return check_finish();
