@@ -14,6 +14,7 @@
 #include "safetensors.h"
 #include "sampler.h"
 #include "shard.h"
+#include "toy_cli.h"
 #include "train.h"
 
 #define SG_VERSION "0.1.0"
@@ -33,6 +34,7 @@ static void usage(FILE *f) {
             "  sgtrain grads [the train flags] -o FILE.safetensors\n"
             "                                     the gradients of step 0's first micro-batch and its loss\n"
             "                                     (compares backends: tests/gpu/run.sh)\n"
+            "  sgtrain toy [flags]                the superposition task of Appendix E (Figure 3)\n"
             "  sgtrain tiers                      the tiers and their settings\n"
             "  sgtrain arms  [--tier NAME]        the arms and their parameter cost (Table 4)\n"
             "  sgtrain help | --help | --version\n"
@@ -285,6 +287,13 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(sub_argc, sub_argv);
+    if (!strcmp(cmd, "toy")) {
+        if (want_help(sub_argc, sub_argv)) {
+            toy_usage();
+            return 0;
+        }
+        return toy_main(sub_argc, sub_argv);
+    }
     if (!strcmp(cmd, "grads")) return cmd_grads(sub_argc, sub_argv);
     if (!strcmp(cmd, "tiers")) {
         config_print_tiers(stdout);

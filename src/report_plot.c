@@ -468,6 +468,12 @@ static int check_series(const char *dir, const char *name, const PlotSeries *ser
 int plot_categories(const char *dir, const char *name, const char *title, const char *ylabel,
                     const char *const *cats, int ncat, const PlotSeries *series, int nseries,
                     char *err, size_t errlen) {
+    return plot_categories_x(dir, name, title, "tier", ylabel, cats, ncat, series, nseries, err, errlen);
+}
+
+int plot_categories_x(const char *dir, const char *name, const char *title, const char *xlabel,
+                      const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
+                      int nseries, char *err, size_t errlen) {
     if (check_target(dir, name, err, errlen)) return -1;
     if (check_series(dir, name, series, nseries, ncat, "categories", err, errlen)) return -1;
     if (!cats) return sg_fail(err, errlen, "%s/%s: plot: no categories", dir, name);
@@ -479,7 +485,7 @@ int plot_categories(const char *dir, const char *name, const char *title, const 
 
     /* the data, one row per category; the y range holds every value with
      * its error bar, and zero */
-    dat_header(g.dat.f, title, "tier", series, nseries);
+    dat_header(g.dat.f, title, xlabel, series, nseries);
     double lo = 0, hi = 0;
     for (int c = 0; c < ncat; c++) {
         put_datastr(g.dat.f, cats[c]);
@@ -495,7 +501,7 @@ int plot_categories(const char *dir, const char *name, const char *title, const 
     }
     double pad = 0.08 * (hi > lo ? hi - lo : 1);
 
-    gp_begin(g.gp.f, name, title, "tier", ylabel, key_below(series, nseries));
+    gp_begin(g.gp.f, name, title, xlabel, ylabel, key_below(series, nseries));
     fprintf(g.gp.f, "set xrange [-0.5:%.8g]\n", ncat - 0.5);
     fputs("set yrange [", g.gp.f);
     put_num(g.gp.f, lo - pad);

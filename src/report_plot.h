@@ -40,6 +40,11 @@ int plot_categories(const char *dir, const char *name, const char *title, const 
                     const char *const *cats, int ncat, const PlotSeries *series, int nseries,
                     char *err, size_t errlen);
 
+/* The same with another x label (e.g. "load N/d"). */
+int plot_categories_x(const char *dir, const char *name, const char *title, const char *xlabel,
+                      const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
+                      int nseries, char *err, size_t errlen);
+
 /* Figure 2 style: x = doses (log scale, a tick at each dose, x label
  * "dose ε"), y on a log scale (values <= 0 and doses <= 0 are not drawn; an
  * error bar reaching 0 runs to the bottom), one line per series. */
