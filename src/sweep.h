@@ -17,6 +17,14 @@
  *                   time: "12:00:00", partition: gpu, account: a, qos: q,
  *                   sbatch: ["--constraint=h100"]}
  *       throttle: 8                  # at most this many array tasks at once
+ *   analyses:                        # sgtrain analyze on finished runs (docs/sweeps.md)
+ *     fineweb-124M:                  # an entry: its name is used in job and log names
+ *       group: fineweb-124M          # default: the entry's own name
+ *       arms: [combo2]               # default: every arm of the group
+ *       seeds: [0]                   # default [0]; a count, a list, or all
+ *       flags: {batches: 8, junk: [structured, gaussian], doses: [0.2, 0.4]}
+ *       resources: {...}             # default: the group's, one node, at most one GPU
+ *       throttle: 4
  *   slurm: {signal_margin: 300, log_dir: logs, resources: {...}}   # resources of the report job
  *   report: {figures: true, curves: false}
  *
@@ -51,7 +59,31 @@ typedef struct {
     int n_seeds[16], max_seeds;
     Resources res;
     int throttle;
+    int block_size, threads;     /* of the resolved config: analyses' seq_len bound and default threads */
 } SweepGroup;
+
+/* The files an analysis writes, RUN/analysis/NAME.json: bits 1 << AN_K_*. */
+enum { AN_K_INJECTION, AN_K_PROBES, AN_K_EXPOSURE, AN_K_TELEMETRY, AN_K_COUNT };
+extern const char *const sweep_analysis_kinds[AN_K_COUNT]; /* "injection", "probes", ... */
+
+typedef struct {
+    char flag[16];   /* an sgtrain analyze flag without its "--", e.g. "batch-size" */
+    char value[512]; /* its value as sgtrain analyze takes it, e.g. "0.2,0.4" */
+} SweepFlag;
+
+/* An analyses entry: sgtrain analyze on some runs of one group. */
+typedef struct {
+    char name[SW_NAME];
+    int group;                   /* index into groups */
+    int arms[16], n_arms;        /* arm table indices, file order */
+    long *seeds;                 /* the selected seeds (every selected arm has each) */
+    int n_seeds, all_seeds;      /* all_seeds: every seed of each arm */
+    int what;                    /* bits 1 << AN_K_*; 0: everything the arm has (sgtrain's default) */
+    SweepFlag flags[16];         /* in sgtrain analyze --help's order */
+    int n_flags;
+    Resources res;
+    int throttle;
+} SweepAnalysis;
 
 typedef struct {
     char path[SW_PATH], name[SW_NAME], out[SW_PATH], sgtrain[SW_PATH], log_dir[SW_PATH];
@@ -62,6 +94,8 @@ typedef struct {
     int signal_margin; /* seconds before the time limit that the task gets SIGUSR1 */
     Resources report_res;
     int figures, curves;
+    SweepAnalysis *analyses;
+    int n_analyses;
 } Sweep;
 
 /* One training run of the sweep. */
@@ -88,6 +122,34 @@ void sweep_argv_free(char **argv);
 typedef enum { TS_PENDING, TS_STARTED, TS_INTERRUPTED, TS_FAILED, TS_DONE } TaskState;
 extern const char *const task_state_names[];
 TaskState sweep_task_state(const SweepTask *t, long *step);
+
+/* One analysis task: an analyses entry on one training run. */
+typedef struct {
+    int entry;  /* index into analyses */
+    int task;   /* index into sweep_tasks' array: the run it analyses */
+    int index;  /* that run's index in its group: the analysis array's task id too */
+    int kinds;  /* the files it writes, bits 1 << AN_K_* */
+} SweepAnTask;
+
+/* Every analysis task: entries in file order, then runs in task order.
+ * malloc'd (possibly empty). */
+int sweep_analysis_tasks(const Sweep *s, const SweepTask *tasks, int ntasks, SweepAnTask **an, int *n, char *err,
+                         size_t errlen);
+
+/* The sgtrain analyze command line of an analysis task (like sweep_train_argv). */
+char **sweep_analyze_argv(const Sweep *s, const SweepTask *run, const SweepAnTask *a);
+
+/* State of an analysis task:
+ *   waiting  its training run is not done (nor failed)
+ *   blocked  its training run failed
+ *   pending  not run yet (or its files are older than the run's checkpoint)
+ *   failed   sgsweep's failure record RUN/analysis/failed-ENTRY.json
+ *   done     every file it writes is present and not older than checkpoint.bin */
+typedef enum { AS_WAITING, AS_BLOCKED, AS_PENDING, AS_FAILED, AS_DONE } AnState;
+extern const char *const an_state_names[];
+AnState sweep_analysis_state(const Sweep *s, const SweepTask *run, const SweepAnTask *a);
+/* RUN/analysis/failed-ENTRY.json: written by sgsweep when sgtrain analyze fails. */
+void sweep_analysis_failed_path(const Sweep *s, const SweepTask *run, const SweepAnTask *a, char *path, size_t n);
 
 /* Append a shell-quoted word (for commands shown to people; nothing is run
  * through a shell). */
