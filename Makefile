@@ -93,7 +93,7 @@ CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LIBS)
 
 # --- sources ---------------------------------------------------------------
-LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard kernels/cpu/*.c)
+LIB_SRC  := $(filter-out src/main.c src/dist_nccl.c,$(wildcard src/*.c)) $(wildcard kernels/cpu/*.c)
 MAIN_SRC := src/main.c
 TEST_SRC := $(wildcard tests/test_*.c)     # float build
 DTEST_SRC:= $(wildcard tests/dtest_*.c)    # double build (gradient checks, twin)
@@ -190,11 +190,44 @@ NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Isrc 
               $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" $(MPI_CFLAGS) \
               $(shell $(PKG_CONFIG) --cflags yaml-0.1 json-c zlib libpcre2-8 libcrypto)
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ \
+
+# --- NCCL (the CUDA build's gradient sums between GPUs): NCCL=auto|yes|no ---
+# It needs MPI as well, which carries NCCL's unique id from rank 0 to the
+# others.  auto uses NCCL when a compile-and-link probe finds nccl.h and
+# libnccl in the toolkit's include and library directories or in the
+# compiler's default paths; yes fails without it.  Built without NCCL, the
+# CUDA build refuses to run as several ranks (src/dist.c).  \043 is '#':
+# make would read it as a comment.
+NCCL ?= auto
+NCCL_FOUND :=
+ifneq ($(NCCL),no)
+  ifneq ($(and $(CUDA_HOME),$(MPI_CFLAGS)),)
+    NCCL_FOUND := $(shell printf '\043include <nccl.h>\nint main(void) { int v; return ncclGetVersion(&v) != ncclSuccess; }\n' | \
+                    $(CC) -x c - -isystem $(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lnccl -o /dev/null >/dev/null 2>&1 && echo yes)
+  endif
+  ifeq ($(NCCL)$(NCCL_FOUND),yes)
+    $(error NCCL=yes but the probe found no NCCL (nccl.h and libnccl under CUDA_HOME=$(CUDA_HOME) or in the \
+            compiler's paths; nvcc must be on PATH) or no MPI to start it (pkg-config ompi-c). Install NCCL \
+            (apt-get install libnccl-dev, or the toolkit's) and libopenmpi-dev)
+  endif
+endif
+ifeq ($(NCCL_FOUND),yes)
+  CUDA_CFLAGS += -DSG_NCCL
+  NCCL_LIBS   := -lnccl
+endif
+# host objects depend on whether SG_NCCL was defined: switching rebuilds them
+NCCL_STAMP := $(CB)/.nccl-$(if $(NCCL_FOUND),yes,no)
+$(NCCL_STAMP):
+	@mkdir -p $(CB); rm -f $(CB)/.nccl-*; touch $@
+
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(NCCL_LIBS) -lcublasLt -lcublas -lcudart -lstdc++ \
               -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS) $(MPI_LIBS)
 CUDA_CU    := $(wildcard kernels/cuda/*.cu)
-CUDA_HOSTC := $(filter-out src/main.c,$(wildcard src/*.c))
+CUDA_HOSTC := $(filter-out src/main.c $(if $(NCCL_FOUND),,src/dist_nccl.c),$(wildcard src/*.c))
 CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC))
+$(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC) src/main.c): $(NCCL_STAMP)
+# the CUDA runtime's C API for src/dist_nccl.c (nccl.h includes it)
+$(CB)/c/src/dist_nccl.o: CUDA_CFLAGS += -isystem $(CUDA_HOME)/include
 
 # Device code depends on the architectures it was compiled for: changing
 # CUDA_ARCHS recompiles it (as the BLAS stamp does for the CPU objects).

@@ -25,7 +25,8 @@ typedef enum {
     R_VOCAB,  /* integer in [2, 65536]: token ids are stored as uint16 */
     R_GT0,    /* real > 0 */
     R_GE0,    /* real >= 0 */
-    R_UNIT    /* real in [0, 1) */
+    R_UNIT,   /* real in [0, 1) */
+    R_ZERO    /* integer 0 or 1: the ZeRO stages implemented */
 } Range;
 
 /* One row per Config member, in struct order; tier is first so that the
@@ -62,7 +63,8 @@ typedef enum {
     X(ckpt_every, CF_LONG, CF_IO, R_NONNEG, "steps between checkpoints (0: end and signals only)") \
     X(log_every, CF_LONG, CF_IO, R_POS, "steps between log lines")                           \
     X(stop_at, CF_LONG, CF_IO, R_NONNEG, "checkpoint and exit with status 75 once this many steps are done (0: off)") \
-    X(threads, CF_INT, CF_IO, R_NONNEG, "OpenMP threads (0: OpenMP's default)")
+    X(threads, CF_INT, CF_IO, R_NONNEG, "OpenMP threads (0: OpenMP's default)")                \
+    X(zero, CF_INT, CF_IO, R_ZERO, "ZeRO stage under MPI: 1 shards the AdamW state over the ranks (same training, less memory), 0 keeps it whole")
 
 #define AS_FIELD(k, t, r, rg, h) {#k, t, offsetof(Config, k), r, h},
 #define AS_RANGE(k, t, r, rg, h) rg,
@@ -307,6 +309,7 @@ static const char *range_expect(Range r, ConfigType t) {
     case R_GT0: return "a number > 0";
     case R_GE0: return "a number >= 0";
     case R_UNIT: return "a number in [0, 1)";
+    case R_ZERO: return "0 (off) or 1 (shard the AdamW state over the ranks)";
     case R_NONE: break;
     }
     switch (t) {
@@ -327,6 +330,7 @@ static int range_ok(Range r, double v) {
     case R_GT0: return v > 0;
     case R_GE0: return v >= 0;
     case R_UNIT: return v >= 0 && v < 1;
+    case R_ZERO: return v == 0 || v == 1;
     case R_NONE: return 1;
     }
     return 0;

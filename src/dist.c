@@ -1,16 +1,24 @@
 /* Ranks and collectives (see dist.h). */
 #include "dist.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "ops.h"
 
 #ifdef SG_MPI
 #include <mpi.h>
 #endif
+#ifdef SG_NCCL
+#include "dist_nccl.h"
+#endif
 
 static Dist g_dist = {0, 1, 0};
-static int g_mpi;
+static int g_mpi, g_nccl;
+static double g_wait_s, g_comm_s; /* dist_times */
 
 const Dist *dist(void) { return &g_dist; }
 
@@ -18,6 +26,33 @@ static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
 }
+
+#ifdef SG_MPI
+static int g_times; /* SG_DIST_TIMES is set */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static MPI_Datatype real_type(void) { return sizeof(real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT; }
+
+/* With SG_DIST_TIMES: the wait for the slowest rank (a barrier) apart from
+ * the transfer, so that load imbalance is not counted as communication. */
+static double timer_start(void) {
+    if (!g_times) return 0;
+    double t0 = now_s();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t1 = now_s();
+    g_wait_s += t1 - t0;
+    return t1;
+}
+
+static void timer_stop(double t1) {
+    if (g_times) g_comm_s += now_s() - t1;
+}
+#endif
 
 /* The world size the launcher announced, before MPI is up. */
 static int launcher_size(const char **which) {
@@ -56,7 +91,31 @@ int dist_init(int *argc, char ***argv) {
     }
     /* errors end the job instead of returning codes nobody checks */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-    g_dist.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", 0)));
+    /* the rank among those on this node, whatever the launcher: it picks
+     * the GPU in the CUDA build */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &g_dist.local_rank);
+    MPI_Comm_free(&node);
+    g_times = getenv("SG_DIST_TIMES") != NULL;
+    if (!op_host_memory()) {
+#ifdef SG_NCCL
+        if (dist_nccl_init(g_dist.rank, g_dist.size, g_dist.local_rank) == 0) {
+            g_nccl = 1;
+            return 0;
+        }
+#else
+        if (g_dist.rank == 0)
+            fprintf(stderr,
+                    "sgtrain: started as one of %d ranks, but this CUDA build has no NCCL, and the gradients live "
+                    "in GPU memory, which Open MPI as Debian builds it cannot read: rebuild where make finds "
+                    "NCCL (nccl.h and libnccl; docs/distributed.md), or train with one process.\n",
+                    n);
+#endif
+        MPI_Finalize();
+        g_mpi = 0;
+        return -1;
+    }
     return 0;
 #else
     (void)argc, (void)argv;
@@ -69,24 +128,114 @@ int dist_init(int *argc, char ***argv) {
 }
 
 void dist_finalize(void) {
+#ifdef SG_NCCL
+    if (g_nccl) dist_nccl_finalize();
+#endif
+    g_nccl = 0;
 #ifdef SG_MPI
     if (g_mpi) MPI_Finalize();
 #endif
     g_mpi = 0;
 }
 
+#ifdef SG_MPI
+/* The int counts and displacements of dist_part for every rank. */
+static void part_counts(long n, int *counts, int *displs) {
+    if (n > INT_MAX) dist_abort(1, "a sharded vector is longer than MPI's int counts allow");
+    for (int r = 0; r < g_dist.size; r++) {
+        long off, len;
+        dist_part(n, r, &off, &len);
+        counts[r] = (int)len;
+        displs[r] = (int)off;
+    }
+}
+#endif
+
 void dist_sum_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
-    MPI_Datatype t = sizeof(real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT;
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_sum(x, n);
+        return;
+    }
+#endif
+    double t = timer_start();
     /* chunks: MPI counts are int */
     for (long i = 0; i < n; i += 1L << 30) {
         long k = n - i < (1L << 30) ? n - i : (1L << 30);
-        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, t, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, real_type(), MPI_SUM, MPI_COMM_WORLD);
     }
+    timer_stop(t);
 #else
     (void)x, (void)n;
 #endif
+}
+
+void dist_part(long n, int rank, long *off, long *len) {
+    int size = g_dist.size;
+    long s = (n + size - 1) / size;
+    s = (s + 63) / 64 * 64;
+    long o = (long)rank * s < n ? (long)rank * s : n;
+    *off = o;
+    *len = n - o < s ? n - o : s;
+}
+
+void dist_sum_scatter_real(real *x, long n) {
+#ifdef SG_MPI
+    if (!g_mpi || g_dist.size == 1) return;
+    int *counts = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
+    if (!counts) dist_abort(1, "out of memory");
+    int *displs = counts + g_dist.size;
+    part_counts(n, counts, displs);
+    double t = timer_start();
+    /* In place, MPI leaves this rank's sum at the start of x; move it to
+     * where the part lives (the two ranges may overlap). */
+    MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, real_type(), MPI_SUM, MPI_COMM_WORLD);
+    int r = g_dist.rank;
+    memmove(x + displs[r], x, sizeof(real) * (size_t)counts[r]);
+    timer_stop(t);
+    free(counts);
+#else
+    (void)x, (void)n;
+#endif
+}
+
+void dist_allgather_real(real *x, long n) {
+#ifdef SG_MPI
+    if (!g_mpi || g_dist.size == 1) return;
+    int *counts = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
+    if (!counts) dist_abort(1, "out of memory");
+    int *displs = counts + g_dist.size;
+    part_counts(n, counts, displs);
+    double t = timer_start();
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, real_type(), MPI_COMM_WORLD);
+    timer_stop(t);
+    free(counts);
+#else
+    (void)x, (void)n;
+#endif
+}
+
+void dist_gather_real(real *full, const real *mine, long n) {
+#ifdef SG_MPI
+    if (g_mpi && g_dist.size > 1) {
+        int *counts = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
+        if (!counts) dist_abort(1, "out of memory");
+        int *displs = counts + g_dist.size;
+        part_counts(n, counts, displs);
+        MPI_Gatherv(mine, counts[g_dist.rank], real_type(), full, counts, displs, real_type(), 0, MPI_COMM_WORLD);
+        free(counts);
+        return;
+    }
+#endif
+    /* one rank: its part is everything */
+    memcpy(full, mine, sizeof(real) * (size_t)n);
+}
+
+void dist_times(double *wait_s, double *comm_s) {
+    *wait_s = g_wait_s;
+    *comm_s = g_comm_s;
 }
 
 double dist_sum_double(double x) {

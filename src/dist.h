@@ -10,9 +10,21 @@
  * being sent.  The sums are in a different order than one process's, so
  * trajectories agree to rounding (about 1e-7 relative), not bitwise.
  *
+ * ZeRO-1 (Config.zero = 1) keeps the AdamW state of one shard of the
+ * parameter vector per rank instead of all of it: gradients are
+ * reduce-scattered (each rank receives the sum of its shard only), each rank
+ * updates its shard, and the parameters are all-gathered.  The same sums
+ * as an all-reduce (bitwise with 2 ranks, grouped differently beyond), so
+ * the same training; per rank the AdamW state drops
+ * from 2n to 2n/N reals while parameters and gradients stay whole
+ * (docs/distributed.md).
+ *
  * Built with MPI (make finds Open MPI with pkg-config; SG_MPI), ranks come
  * from mpirun or srun.  Built without it, a process that is one of several
- * ranks refuses to start rather than train N copies into one directory. */
+ * ranks refuses to start rather than train N copies into one directory.
+ * The CUDA build sums device buffers with NCCL (SG_NCCL, src/dist_nccl.c);
+ * without NCCL it refuses to run as several ranks, since Open MPI as Debian
+ * builds it cannot read device memory. */
 #ifndef SG_DIST_H
 #define SG_DIST_H
 
@@ -29,8 +41,30 @@ void dist_finalize(void);
 const Dist *dist(void);
 static inline int dist_root(void) { return dist()->rank == 0; }
 
-/* Sum over ranks, in place, the same result on every rank. */
+/* Sum over ranks, in place, the same result on every rank.  x is an op
+ * buffer (device memory in the CUDA build, summed by NCCL there). */
 void dist_sum_real(real *x, long n);
+
+/* ZeRO-1 shards, for host buffers.  A vector of n elements is cut into one
+ * contiguous part per rank, in rank order: part r is [off, off + len) with
+ * off = min(r s, n), len = min(s, n - off), s = ceil(n / N) rounded up to 64
+ * elements (256-byte boundaries); the last parts may be short or empty.
+ * MPI counts are int: n must be at most INT_MAX. */
+void dist_part(long n, int rank, long *off, long *len);
+/* Sum x[0, n) over ranks, keeping only this rank's part: afterwards
+ * x[off, off + len) holds the sum of its part; the rest of x is scratch. */
+void dist_sum_scatter_real(real *x, long n);
+/* Each rank's part x[off, off + len) to every rank, in place. */
+void dist_allgather_real(real *x, long n);
+/* Rank 0 receives every rank's part into full[0, n), from mine[0, len) of
+ * each rank; full is only written on rank 0 (may be NULL elsewhere). */
+void dist_gather_real(real *full, const real *mine, long n);
+
+/* Seconds spent in the collectives that carry gradients and parameters
+ * (dist_sum_real, dist_sum_scatter_real, dist_allgather_real), timed only
+ * when SG_DIST_TIMES is set: *wait_s in a barrier before each (waiting
+ * for the slowest rank), *comm_s in the transfer itself. */
+void dist_times(double *wait_s, double *comm_s);
 double dist_sum_double(double x);
 long dist_max_long(long x);
 /* End every rank now: a failed rank must not leave the others waiting in

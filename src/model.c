@@ -126,17 +126,17 @@ static real *host_mirror(real *dev, long n) {
 }
 
 void model_state_download(Model *m) {
-    size_t bytes = (size_t)m->n_params * sizeof(real);
-    op_download(m->h_params, m->params, bytes);
-    op_download(m->h_adam_m, m->adam_m, bytes);
-    op_download(m->h_adam_v, m->adam_v, bytes);
+    size_t opt = (size_t)m->opt_len * sizeof(real);
+    op_download(m->h_params, m->params, (size_t)m->n_params * sizeof(real));
+    op_download(m->h_adam_m, m->adam_m, opt);
+    op_download(m->h_adam_v, m->adam_v, opt);
 }
 
 void model_state_upload(Model *m) {
-    size_t bytes = (size_t)m->n_params * sizeof(real);
-    op_upload(m->params, m->h_params, bytes);
-    op_upload(m->adam_m, m->h_adam_m, bytes);
-    op_upload(m->adam_v, m->h_adam_v, bytes);
+    size_t opt = (size_t)m->opt_len * sizeof(real);
+    op_upload(m->params, m->h_params, (size_t)m->n_params * sizeof(real));
+    op_upload(m->adam_m, m->h_adam_m, opt);
+    op_upload(m->adam_v, m->h_adam_v, opt);
 }
 
 int model_describe(Model *m, const Config *c, char *err, size_t errlen) {
@@ -181,6 +181,8 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     m->h_adam_m = m->adam_m ? host_mirror(m->adam_m, m->n_params) : NULL;
     m->h_adam_v = m->adam_v ? host_mirror(m->adam_v, m->n_params) : NULL;
     if (!m->params || !m->grads || !m->adam_m || !m->adam_v) goto oom;
+    m->opt_off = 0;
+    m->opt_len = m->n_params;
     bind(m, m->params, &m->p);
     bind(m, m->grads, &m->g);
     return 0;
@@ -188,6 +190,27 @@ oom:
     snprintf(err, errlen, "out of memory allocating %ld parameters (x4 for gradients and AdamW state)",
              m->n_params);
     model_free(m);
+    return -1;
+}
+
+int model_shard_optim(Model *m, long off, long len, char *err, size_t errlen) {
+    if (off < 0 || len < 0 || off + len > m->n_params) {
+        snprintf(err, errlen, "AdamW shard [%ld, %ld) is outside the %ld parameters", off, off + len, m->n_params);
+        return -1;
+    }
+    if (m->h_adam_m != m->adam_m) free(m->h_adam_m);
+    if (m->h_adam_v != m->adam_v) free(m->h_adam_v);
+    op_free(m->adam_m);
+    op_free(m->adam_v);
+    m->opt_off = off;
+    m->opt_len = len;
+    m->opt_sharded = 1;
+    m->adam_m = alloc_zero(len);
+    m->adam_v = alloc_zero(len);
+    m->h_adam_m = m->adam_m ? host_mirror(m->adam_m, len) : NULL;
+    m->h_adam_v = m->adam_v ? host_mirror(m->adam_v, len) : NULL;
+    if (m->adam_m && m->adam_v && m->h_adam_m && m->h_adam_v) return 0;
+    snprintf(err, errlen, "out of memory allocating the AdamW state of %ld parameters", len);
     return -1;
 }
 
@@ -241,8 +264,8 @@ void model_init(Model *m, uint64_t seed) {
             break;
         }
     }
-    memset(m->h_adam_m, 0, (size_t)m->n_params * sizeof(real));
-    memset(m->h_adam_v, 0, (size_t)m->n_params * sizeof(real));
+    memset(m->h_adam_m, 0, (size_t)m->opt_len * sizeof(real));
+    memset(m->h_adam_v, 0, (size_t)m->opt_len * sizeof(real));
     model_state_upload(m);
 }
 

@@ -106,8 +106,14 @@ typedef struct Model {
     int n_tensors;
     long n_params;        /* stored elements of the flat buffers */
     real *params, *grads, *adam_m, *adam_v; /* op buffers (device memory on a GPU backend) */
+    /* The AdamW state covers params[opt_off, opt_off + opt_len): adam_m[i]
+     * and adam_v[i] are the moments of params[opt_off + i].  The whole vector
+     * (0, n_params) unless ZeRO-1 keeps one rank's shard (dist.h). */
+    long opt_off, opt_len;
+    int opt_sharded;      /* set by model_shard_optim: other ranks hold the rest */
     /* Host copies of the state, for init, checkpoints and exports: the same
-     * buffers as above when op buffers are host memory (the CPU backend). */
+     * buffers as above when op buffers are host memory (the CPU backend).
+     * h_params has n_params elements, h_adam_m and h_adam_v opt_len. */
     real *h_params, *h_adam_m, *h_adam_v;
     ModelTensors p, g;    /* named views of params and grads */
     int B;                /* micro-batch the activations are sized for */
@@ -120,11 +126,17 @@ typedef struct Model {
 /* Builds the tensor table and allocates parameters, gradients and AdamW
  * state (zeroed).  Activations are sized lazily for the first batch. */
 int model_build(Model *m, const Config *c, char *err, size_t errlen);
+/* Replaces the AdamW state by state for params[off, off + len) only, zeroed
+ * (ZeRO-1: this rank's shard).  Call it right after model_build: the
+ * full-size moments were never written, and on the CPU backend large ones
+ * are fresh calloc'd pages that held no memory.  0, or -1 with a message. */
+int model_shard_optim(Model *m, long off, long len, char *err, size_t errlen);
 /* The tensor table alone, no buffers: counts and layouts of any tier. */
 int model_describe(Model *m, const Config *c, char *err, size_t errlen);
 void model_free(Model *m);
-/* Copy parameters and AdamW state between the op buffers and the host
- * copies (nothing to do on the CPU backend). */
+/* Copy parameters and AdamW state (opt_len elements of each moment)
+ * between the op buffers and the host copies (nothing to do on the CPU
+ * backend). */
 void model_state_download(Model *m);
 void model_state_upload(Model *m);
 

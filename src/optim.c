@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "dist.h"
 #include "ops.h"
 #include "profile.h"
 
@@ -16,17 +17,27 @@ double lr_at(const Config *c, long step) {
 double optim_step(Model *m, long step, double lr) {
     const Config *c = &m->cfg;
     double t0 = prof_on ? prof_now() : 0;
-    double norm = sqrt(op_sumsq(m->grads, m->n_params));
+    long lo = m->opt_off, hi = m->opt_off + m->opt_len;
+    /* ||g||^2 is a sum over elements: the shards' sums of squares add up to
+     * the whole vector's (in another order, so to rounding).  Every rank
+     * joins the sum, even one whose shard is empty or everything. */
+    double sumsq = op_sumsq(m->grads + lo, m->opt_len);
+    if (m->opt_sharded) sumsq = dist_sum_double(sumsq);
+    double norm = sqrt(sumsq);
     double scale = 1.0;
     if (c->grad_clip > 0) {
         scale = c->grad_clip / (norm + 1e-6);
         if (scale > 1.0) scale = 1.0;
     }
+    /* AdamW is elementwise: each tensor's part inside [lo, hi) is updated as
+     * the whole tensor would be there, with the tensor's decay flag (a shard
+     * boundary may cut through a tensor) */
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorInfo *t = &m->tensors[i];
-        op_adamw(m->params + t->offset, m->adam_m + t->offset, m->adam_v + t->offset,
-                 m->grads + t->offset, t->numel, lr, c->beta1, c->beta2, c->adam_eps,
-                 t->decay ? c->weight_decay : 0.0, step + 1, scale);
+        long a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (a >= b) continue;
+        op_adamw(m->params + a, m->adam_m + (a - lo), m->adam_v + (a - lo), m->grads + a, b - a, lr, c->beta1,
+                 c->beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0, step + 1, scale);
     }
     if (prof_on) prof_secs[PROF_OPTIMIZER] += prof_now() - t0;
     return norm;

@@ -10,6 +10,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -61,6 +62,7 @@ typedef struct {
     Progress prog;
     double elapsed_base; /* wall time of earlier sessions of this run */
     long last_ckpt;      /* step of the newest checkpoint on disk, -1 if none */
+    int sharded;         /* ZeRO-1 over several ranks: the AdamW state is this rank's shard */
     char fail_reason[256]; /* why the run failed, for failed.json */
     long fail_step;
 } Run;
@@ -99,10 +101,35 @@ static int save_checkpoint(Run *r, long step) {
     meta.n = (uint64_t)r->m.n_params;
     meta.elem_size = sizeof(real);
     model_state_download(&r->m);
+    Model *m = &r->m;
+    real *adam_m = m->h_adam_m, *adam_v = m->h_adam_v;
+    int rc = 0;
+    if (r->sharded) {
+        /* The file holds the whole state, as without sharding, so that any
+         * number of ranks, sharded or not, resumes from it: rank 0 gathers
+         * the shards into full moments for as long as it writes. */
+        size_t bytes = sizeof(real) * (size_t)m->n_params;
+        adam_m = dist_root() ? malloc(bytes) : NULL;
+        adam_v = dist_root() ? malloc(bytes) : NULL;
+        int oom = dist_root() && (!adam_m || !adam_v);
+        if (oom) fprintf(stderr, "sgtrain: saving checkpoint: out of memory for the gathered AdamW state (%zu bytes)\n", 2 * bytes);
+        if (dist_max_long(oom)) {
+            rc = -1;
+        } else {
+            dist_gather_real(adam_m, m->h_adam_m, m->n_params);
+            dist_gather_real(adam_v, m->h_adam_v, m->n_params);
+        }
+    }
     /* rank 0 writes; every rank learns whether it worked, so all stop together */
-    int rc = dist_root() ? ckpt_save(r->ckpt_path, &meta, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v, err, sizeof err) : 0;
+    if (!rc && dist_root()) {
+        rc = ckpt_save(r->ckpt_path, &meta, m->h_params, adam_m, adam_v, err, sizeof err);
+        if (rc) fprintf(stderr, "sgtrain: saving checkpoint: %s\n", err);
+    }
+    if (r->sharded) {
+        free(adam_m);
+        free(adam_v);
+    }
     free(yaml);
-    if (rc) fprintf(stderr, "sgtrain: saving checkpoint: %s\n", err);
     if (dist()->size > 1 && dist_max_long(rc ? 1 : 0)) rc = -1;
     if (!rc) r->last_ckpt = step;
     return rc;
@@ -142,18 +169,40 @@ static long try_resume(Run *r) {
         goto out;
     }
     CkptMeta full;
-    if (ckpt_load(r->ckpt_path, &full, r->m.h_params, r->m.h_adam_m, r->m.h_adam_v,
-                  (uint64_t)r->m.n_params, err, sizeof err)) {
-        fprintf(stderr, "sgtrain: %s\n", err);
-        goto out;
+    Model *m = &r->m;
+    real *adam_m = m->h_adam_m, *adam_v = m->h_adam_v;
+    if (r->sharded) {
+        /* the checkpoint holds the whole state (save_checkpoint): read it,
+         * keep this rank's shard */
+        size_t bytes = sizeof(real) * (size_t)m->n_params;
+        adam_m = malloc(bytes);
+        adam_v = malloc(bytes);
+        if (!adam_m || !adam_v) {
+            fprintf(stderr, "sgtrain: resuming from %s: out of memory for the full AdamW state (%zu bytes)\n",
+                    r->ckpt_path, 2 * bytes);
+            goto out_free;
+        }
     }
-    model_state_upload(&r->m);
+    if (ckpt_load(r->ckpt_path, &full, m->h_params, adam_m, adam_v, (uint64_t)m->n_params, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
+        goto out_free;
+    }
+    if (r->sharded) {
+        memcpy(m->h_adam_m, adam_m + m->opt_off, sizeof(real) * (size_t)m->opt_len);
+        memcpy(m->h_adam_v, adam_v + m->opt_off, sizeof(real) * (size_t)m->opt_len);
+    }
+    model_state_upload(m);
     step = (long)full.step;
     ckpt_meta_free(&full);
     if (step > r->c->iters) {
         fprintf(stderr, "sgtrain: %s is at step %ld, beyond iters %ld\n", r->ckpt_path, step,
                 r->c->iters);
         step = -1;
+    }
+out_free:
+    if (r->sharded) {
+        free(adam_m);
+        free(adam_v);
     }
 out:
     ckpt_meta_free(&meta);
@@ -261,6 +310,8 @@ static int run_loop(Run *r, long start) {
     int32_t *tg = malloc(sizeof(int32_t) * (size_t)Bm * T);
     real dscale = (real)(1.0 / ((double)G * T));
     double t0 = now_s(), last_val = NAN;
+    double step_s = 0, comm_s = 0; /* SG_DIST_TIMES: steps, and the gradient and parameter collectives in them */
+    long timed_steps = 0;
     long step = start;
     int status = TRAIN_OK;
     progress_init(&r->prog, dist_root() ? stderr : NULL, c->iters);
@@ -277,10 +328,13 @@ static int run_loop(Run *r, long start) {
             loss += model_forward(m, in, tg, Bm, 1, dscale);
             model_backward(m);
         }
-        if (dist()->size > 1) {
+        double tc = now_s();
+        if (r->sharded) /* each rank needs the sum of its shard only (optim.h) */
+            dist_sum_scatter_real(m->grads, m->n_params);
+        else if (dist()->size > 1)
             dist_sum_real(m->grads, m->n_params);
-            loss = dist_sum_double(loss);
-        }
+        if (dist()->size > 1) loss = dist_sum_double(loss);
+        comm_s += now_s() - tc;
         loss /= (double)G * T;
         double lr = lr_at(c, step);
         if (!isfinite(loss)) {
@@ -291,6 +345,11 @@ static int run_loop(Run *r, long start) {
             break;
         }
         double gnorm = optim_step(m, step, lr);
+        if (r->sharded && isfinite(gnorm)) {
+            tc = now_s();
+            dist_allgather_real(m->params, m->n_params); /* every rank's updated shard to every rank */
+            comm_s += now_s() - tc;
+        }
         if (!isfinite(gnorm)) {
             progress_done(&r->prog);
             report_divergence(r, "the gradient norm is not finite", step + 1);
@@ -298,6 +357,8 @@ static int run_loop(Run *r, long start) {
             break;
         }
         double te = now_s(), elapsed = r->elapsed_base + (te - t0);
+        step_s += te - ts;
+        timed_steps++;
         double tok_s = (double)G * T / (te - ts);
         long done = step + 1;
         log_metrics(r,
@@ -368,6 +429,17 @@ static int run_loop(Run *r, long start) {
         }
     }
     (void)last_val;
+    if (getenv("SG_DIST_TIMES") && dist()->size > 1 && timed_steps > 0) {
+        /* each rank's own view: a slow rank waits less than the others */
+        double wait_s, xfer_s;
+        dist_times(&wait_s, &xfer_s);
+        fprintf(stderr,
+                "sgtrain: rank %d of %d: %ld steps, %.2f ms a step; gradient%s collectives %.2f ms a step (%.1f%%): "
+                "%.2f ms waiting for the slowest rank, %.2f ms transfer (%.1f%%)\n",
+                dist()->rank, dist()->size, timed_steps, 1e3 * step_s / timed_steps,
+                r->sharded ? " and parameter" : "", 1e3 * comm_s / timed_steps, 100 * comm_s / step_s,
+                1e3 * wait_s / timed_steps, 1e3 * xfer_s / timed_steps, 100 * xfer_s / step_s);
+    }
     free(win);
     free(in);
     free(tg);
@@ -412,6 +484,28 @@ int train_run(const Config *c) {
                     c->grad_accum, dist()->size);
         goto done;
     }
+    if (c->zero && dist()->size > 1) {
+        /* identical on every rank, so every rank refuses alike */
+        if (!op_host_memory()) {
+            if (dist_root())
+                fprintf(stderr, "sgtrain: zero 1 shards the AdamW state on the CPU backend only; in this (CUDA) "
+                                "build every GPU keeps the whole state: set --zero 0\n");
+            goto done;
+        }
+        if (r.m.n_params > INT_MAX) {
+            if (dist_root())
+                fprintf(stderr, "sgtrain: zero 1: %ld parameters are more than MPI's int counts address "
+                                "(%d); set --zero 0\n",
+                        r.m.n_params, INT_MAX);
+            goto done;
+        }
+        long off, len;
+        dist_part(r.m.n_params, dist()->rank, &off, &len);
+        int bad = model_shard_optim(&r.m, off, len, err, sizeof err) != 0;
+        if (bad) fprintf(stderr, "sgtrain: rank %d: %s\n", dist()->rank, err);
+        if (dist_max_long(bad)) goto done; /* all stop, or the others would wait in a collective */
+        r.sharded = 1;
+    }
     if (dist_root() && fs_mkdir_p(c->out, err, sizeof err)) {
         fprintf(stderr, "sgtrain: %s\n", err);
         if (dist()->size == 1) goto done;
@@ -455,6 +549,10 @@ int train_run(const Config *c) {
                 c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),
                 model_count_arm_extra(&r.m), op_threads(), SG_BLAS_NAME);
         if (dist()->size > 1) fprintf(stderr, ", %d ranks", dist()->size);
+        if (r.sharded) /* rank 0's shard is the largest */
+            fprintf(stderr, ", ZeRO-1: AdamW state %.1f MiB per rank instead of %.1f",
+                    2.0 * sizeof(real) * (double)r.m.opt_len / 1048576,
+                    2.0 * sizeof(real) * (double)r.m.n_params / 1048576);
         fputc('\n', stderr);
         char fpath[CFG_PATH + 32];
         path_join(fpath, sizeof fpath, c->out, "failed.json");

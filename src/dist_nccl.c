@@ -1,0 +1,64 @@
+/* NCCL gradient sums for the CUDA build (dist_nccl.h). */
+#include "dist_nccl.h"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdio.h>
+
+#include "dist.h"
+
+/* The stream every CUDA op runs on (kernels/cuda/runtime.cu; declared for
+ * C++ in kernels/cuda/cuda_common.h, which C cannot include). */
+cudaStream_t sg_stream(void);
+
+static ncclComm_t g_comm;
+
+static void nccl_check(ncclResult_t r, const char *call) {
+    if (r == ncclSuccess) return;
+    char why[512];
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+    snprintf(why, sizeof why, "%s failed: %s (%s); NCCL_DEBUG=INFO says more", call, ncclGetErrorString(r),
+             ncclGetLastError(g_comm));
+#else
+    snprintf(why, sizeof why, "%s failed: %s; NCCL_DEBUG=INFO says more", call, ncclGetErrorString(r));
+#endif
+    dist_abort(1, why);
+}
+
+int dist_nccl_init(int rank, int size, int local_rank) {
+    /* The device is chosen before anything touches CUDA: runtime.cu creates
+     * its stream, and every buffer, on the device current at first use. */
+    int ndev = 0, bad = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "sgtrain: rank %d: no CUDA device (%s): this is the CUDA build; on machines without a GPU use "
+                        "the CPU build, build/sgtrain\n",
+                rank, e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        bad = 1;
+    } else if ((e = cudaSetDevice(local_rank % ndev)) != cudaSuccess) {
+        fprintf(stderr, "sgtrain: rank %d: cannot use GPU %d of %d: %s\n", rank, local_rank % ndev, ndev,
+                cudaGetErrorString(e));
+        bad = 1;
+    }
+    /* every rank must leave together: the others would wait in MPI_Bcast */
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (bad) return -1;
+    ncclUniqueId id;
+    if (rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    nccl_check(ncclCommInitRank(&g_comm, size, id, rank), "ncclCommInitRank");
+    return 0;
+}
+
+void dist_nccl_sum(real *x, long n) {
+    ncclDataType_t t = sizeof(real) == sizeof(double) ? ncclFloat64 : ncclFloat32;
+    nccl_check(ncclAllReduce(x, x, (size_t)n, t, ncclSum, g_comm, sg_stream()), "ncclAllReduce");
+}
+
+void dist_nccl_finalize(void) {
+    if (!g_comm) return;
+    cudaStreamSynchronize(sg_stream());
+    ncclCommDestroy(g_comm);
+    g_comm = NULL;
+}

@@ -1,0 +1,20 @@
+/* NCCL for the CUDA build with MPI (SG_NCCL): the gradient sum between GPUs
+ * (dist.h).  Compiled only into the CUDA build, and only when make finds
+ * NCCL; dist.c calls it when the op buffers are device memory. */
+#ifndef SG_DIST_NCCL_H
+#define SG_DIST_NCCL_H
+
+#include "real.h"
+
+/* After MPI_Init, before any CUDA allocation: every rank selects GPU
+ * local_rank mod (GPUs it sees), rank 0's ncclUniqueId reaches the others
+ * over MPI_Bcast, and all join one communicator.  Collective: 0 on every
+ * rank, or -1 on every rank after a message (a rank without a GPU). */
+int dist_nccl_init(int rank, int size, int local_rank);
+/* In-place sum of the device buffer x[0, n) over ranks, enqueued on the
+ * stream of every op (sg_stream()): it follows the backward and precedes
+ * the optimizer without the host waiting. */
+void dist_nccl_sum(real *x, long n);
+void dist_nccl_finalize(void);
+
+#endif
