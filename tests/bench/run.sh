@@ -15,7 +15,11 @@
 # Figures go to $OUT (default build/bench-results) as text and JSON.
 #  4. sgreport on a synthetic sweep of 10,000 finished runs (tests/bench/report_sweep.sh):
 #     tables only, best of 5 (the goal is under a second).
-# BENCH_ONLY=train|torch|tok|report runs one part.
+#  5. `sgtrain analyze` (injection battery and probes) against PyTorch forward
+#     hooks doing the same passes (tests/bench/bench_analysis.sh,
+#     tests/bench/torch_analysis.py): a 10M checkpoint, baseline and combo2,
+#     seconds per injection pass on both sides; BENCH_ANALYSIS_* settings.
+# BENCH_ONLY=train|torch|tok|report|analysis runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -115,5 +119,10 @@ if part report; then
     echo "sgreport: 10000 runs, tables in ${best} s (best of 5; goal < 1 s)" | tee "$OUT/report-10k.txt"
     rm -rf "$sw"
 fi
+afail=0
+if part analysis; then
+    OUT=$OUT bash tests/bench/bench_analysis.sh "$B" || afail=1
+fi
 echo "results in $OUT"
 [ "$fail" = 0 ] || { echo "tokenizer benchmark: FAILED (token streams differ or a run failed; see above)"; exit 1; }
+[ "$afail" = 0 ] || exit 1
