@@ -21,6 +21,7 @@
 
 #include "analysis_ctx.h"
 #include "analysis_out.h"
+#include "cli_parse.h"
 #include "eval.h"
 #include "fsutil.h"
 #include "model_io.h"
@@ -97,31 +98,6 @@ static int parse_dose(const char *flag, const char *v, double *out, char *err, s
     return 0;
 }
 
-/* A comma-separated list of names -> bit mask; "all" is every bit. */
-static int parse_names(const char *flag, const char *v, int (*from)(const char *), int n, const char *known,
-                       int *mask, char *err, size_t errlen) {
-    if (!strcmp(v, "all")) {
-        *mask = (1 << n) - 1;
-        return 0;
-    }
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", v);
-    *mask = 0;
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int k = from(t);
-        if (k < 0) {
-            snprintf(err, errlen, "%s: unknown '%s' (expected %s, or all)", flag, t, known);
-            return -1;
-        }
-        *mask |= 1 << k;
-    }
-    if (!*mask) {
-        snprintf(err, errlen, "%s: empty list (expected %s, or all)", flag, known);
-        return -1;
-    }
-    return 0;
-}
-
 static int what_from(const char *s) {
     static const char *const n[] = {"injection", "probes", "exposure", "telemetry"};
     for (int i = 0; i < 4; i++)
@@ -160,7 +136,7 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
         for (char *p = flag + 2; *p; p++) *p = *p == '_' ? '-' : *p;
         long x;
         if (!strcmp(flag, "--what")) {
-            if (parse_names(flag, v, what_from, 4, "injection, probes, exposure, telemetry", &o->what, err, errlen))
+            if (cli_name_mask(flag, v, what_from, 4, "injection, probes, exposure, telemetry", &o->what, err, errlen))
                 return -1;
             o->what_explicit = strcmp(v, "all") != 0;
         } else if (!strcmp(flag, "--batches")) {
@@ -176,13 +152,13 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
             if (parse_long(flag, v, 0, 0x7fffffffffffffffL, &x, err, errlen)) return -1;
             o->seed = (uint64_t)x;
         } else if (!strcmp(flag, "--junk")) {
-            if (parse_names(flag, v, junk_from_name, JUNK_KINDS,
+            if (cli_name_mask(flag, v, junk_from_name, JUNK_KINDS,
                             "structured, same_context, gaussian, random_direction, own_direction", &o->junk_mask, err,
                             errlen))
                 return -1;
             o->junk_explicit = strcmp(v, "all") != 0;
         } else if (!strcmp(flag, "--cutoffs")) {
-            if (parse_names(flag, v, cutoff_from_name, CUT_KINDS, "median, q25", &o->cut_mask, err, errlen)) return -1;
+            if (cli_name_mask(flag, v, cutoff_from_name, CUT_KINDS, "median, q25", &o->cut_mask, err, errlen)) return -1;
         } else if (!strcmp(flag, "--doses")) {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", v);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_parse.h"
 #include "fsutil.h"
 #include "report_plot.h"
 #include "toy.h"
@@ -60,30 +61,6 @@ static int num(const char *flag, const char *v, double lo, double hi, int intege
         return -1;
     }
     *out = x;
-    return 0;
-}
-
-static int names(const char *flag, const char *v, int (*from)(const char *), int n, const char *known, int *mask,
-                 char *err, size_t errlen) {
-    if (!strcmp(v, "all")) {
-        *mask = (1 << n) - 1;
-        return 0;
-    }
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", v);
-    *mask = 0;
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int k = from(t);
-        if (k < 0) {
-            snprintf(err, errlen, "%s: unknown '%s' (expected %s, or all)", flag, t, known);
-            return -1;
-        }
-        *mask |= 1 << k;
-    }
-    if (!*mask) {
-        snprintf(err, errlen, "%s: empty list", flag);
-        return -1;
-    }
     return 0;
 }
 
@@ -151,10 +128,10 @@ static int parse(ToyOpts *o, int argc, char **argv, char *err, size_t errlen) {
                 rc = -1;
             }
         } else if (!strcmp(flag, "--arms"))
-            rc = names(flag, v, toy_arm_from_name, TOY_ARMS, "baseline, normgate, offbyone, renorm, oracle",
+            rc = cli_name_mask(flag, v, toy_arm_from_name, TOY_ARMS, "baseline, normgate, offbyone, renorm, oracle",
                        &o->arm_mask, err, errlen);
         else if (!strcmp(flag, "--conditions"))
-            rc = names(flag, v, toy_cond_from_name, TOY_CONDS, "blind, visible", &o->cond_mask, err, errlen);
+            rc = cli_name_mask(flag, v, toy_cond_from_name, TOY_CONDS, "blind, visible", &o->cond_mask, err, errlen);
         else if (!strcmp(flag, "--seeds")) {
             rc = num(flag, v, 1, TOY_MAX_SEEDS, 1, &x, err, errlen);
             o->seeds = (int)x;

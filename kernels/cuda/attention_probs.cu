@@ -37,8 +37,8 @@
  * bits) and then over the warps in warp order by every thread, so the
  * result depends only on T, never on timing.  No atomics.
  *
- * cuBLAS (not Lt) is used: link with -lcublas.  Its handle is private to
- * this file, created on first use and bound to sg_stream(). */
+ * The GEMMs go through plain cuBLAS (not Lt): sg_cublas(), bound to
+ * sg_stream(). */
 extern "C" {
 #include "ops.h"
 }
@@ -107,29 +107,12 @@ probs_softmax_kernel(float *__restrict__ p, const float *__restrict__ sink,
     if (tid == 0) row[T] = ph * inv;
 }
 
-static cublasHandle_t probs_cublas(void) {
-    static cublasHandle_t h;
-    static cudaStream_t bound;
-    static int have;
-    if (!have) {
-        CUBLAS_CHECK(cublasCreate(&h));
-        CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
-        bound = sg_stream();
-        have = 1;
-    } else if (bound != sg_stream()) {
-        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
-        bound = sg_stream();
-    }
-    return h;
-}
-
 /* column-major C_h[m,n] = alpha op(A_h)[m,k] op(B_h)[k,n] for h < batch, fp32 throughout */
 static void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                           const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
                           float *C, int ldc, long long sc, int batch) {
     const float beta = 0.f;
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(probs_cublas(), ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, sa, B,
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(sg_cublas(), ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, sa, B,
                                             CUDA_R_32F, ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch,
                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }

@@ -30,8 +30,8 @@
  * the row losses are kept in double and summed in a fixed order by one
  * block; dwte accumulates chunk by chunk in row order.
  *
- * cuBLAS (not Lt) is used: link with -lcublas.  Its handle is private to
- * this file, created on first use and bound to sg_stream(). */
+ * The GEMMs go through plain cuBLAS (not Lt): sg_cublas(), bound to
+ * sg_stream(). */
 extern "C" {
 #include "ops.h"
 }
@@ -147,27 +147,11 @@ sum_double_kernel(double *__restrict__ out, const double *__restrict__ x, int n)
     if (threadIdx.x == 0) *out = sh[0];
 }
 
-static cublasHandle_t cls_cublas(void) {
-    static cublasHandle_t h;
-    static cudaStream_t bound;
-    static int have;
-    if (!have) {
-        CUBLAS_CHECK(cublasCreate(&h));
-        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
-        bound = sg_stream();
-        have = 1;
-    } else if (bound != sg_stream()) {
-        CUBLAS_CHECK(cublasSetStream(h, sg_stream()));
-        bound = sg_stream();
-    }
-    return h;
-}
-
 /* column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, fp32 accumulate and output */
 static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const gin_t *A,
                  int lda, const gin_t *B, int ldb, float beta, float *Cm, int ldc) {
     const float alpha = 1.f;
-    CUBLAS_CHECK(cublasGemmEx(cls_cublas(), ta, tb, m, n, k, &alpha, A, GIN_TYPE, lda, B, GIN_TYPE,
+    CUBLAS_CHECK(cublasGemmEx(sg_cublas(), ta, tb, m, n, k, &alpha, A, GIN_TYPE, lda, B, GIN_TYPE,
                               ldb, &beta, Cm, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
 }

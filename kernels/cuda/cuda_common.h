@@ -10,6 +10,7 @@
 #define SG_CUDA_COMMON_H
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ extern "C" {
 void sg_cuda_fail(const char *file, int line, const char *call, const char *why) __attribute__((noreturn));
 cudaStream_t sg_stream(void);
 cublasLtHandle_t sg_cublaslt(void);
+cublasHandle_t sg_cublas(void); /* bound to sg_stream() */
 /* A scratch buffer of at least `bytes` on the device, reused across calls
  * (grown when needed); valid until the next sg_scratch call with the same slot. */
 void *sg_scratch(int slot, size_t bytes);

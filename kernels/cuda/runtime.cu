@@ -37,6 +37,19 @@ extern "C" cudaStream_t sg_stream(void) {
     return g_stream;
 }
 
+/* Plain cuBLAS for the fp32 and mixed GEMMs cuBLASLt is not used for (the
+ * classifier, the explicit attention); default math mode, so fp32 products
+ * never drop to TF32. */
+static cublasHandle_t g_blas;
+extern "C" cublasHandle_t sg_cublas(void) {
+    if (!g_blas) {
+        CUBLAS_CHECK(cublasCreate(&g_blas));
+        CUBLAS_CHECK(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH));
+        CUBLAS_CHECK(cublasSetStream(g_blas, sg_stream()));
+    }
+    return g_blas;
+}
+
 extern "C" cublasLtHandle_t sg_cublaslt(void) {
     if (!g_lt) CUBLAS_CHECK(cublasLtCreate(&g_lt));
     return g_lt;

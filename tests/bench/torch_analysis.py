@@ -78,6 +78,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "twin"))
+sys.path.insert(0, os.path.join(HERE, "..", "analysis"))
 _default_dtype = torch.get_default_dtype()
 import twin  # noqa: E402  (sets the default dtype to float64 on import)
 torch.set_default_dtype(_default_dtype)
@@ -93,25 +94,7 @@ OVERRIDES = ["trained", "row_mean", "shuffled", "reopened"]
 # int64 tensors (two's complement wraps like uint64) for vectorised draws.
 # Only --draws exact and the validation windows use it.
 # --------------------------------------------------------------------------
-M64 = (1 << 64) - 1
-GAMMA = 0x9E3779B97F4A7C15
-
-
-def rng_mix(x):
-    x &= M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-
-def rng_key(a, b, c):
-    h = rng_mix((a + GAMMA) & M64)
-    h = rng_mix(((h ^ (b & M64)) + GAMMA) & M64)
-    return rng_mix(((h ^ (c & M64)) + GAMMA) & M64)
-
-
-def rng_below(h, n):
-    return ((h & M64) * n) >> 64
+from ref_analysis import GAMMA, M64, rng_below, rng_key, rng_mix  # noqa: E402  (the one Python copy)
 
 
 def s64(c):

@@ -1,0 +1,28 @@
+#include "cli_parse.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cli_name_mask(const char *flag, const char *v, int (*from)(const char *), int n, const char *known, int *mask,
+                  char *err, size_t errlen) {
+    if (!strcmp(v, "all")) {
+        *mask = (1 << n) - 1;
+        return 0;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    *mask = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = from(t);
+        if (k < 0) {
+            snprintf(err, errlen, "%s: unknown '%s' (expected %s, or all)", flag, t, known);
+            return -1;
+        }
+        *mask |= 1 << k;
+    }
+    if (!*mask) {
+        snprintf(err, errlen, "%s: empty list (expected %s, or all)", flag, known);
+        return -1;
+    }
+    return 0;
+}
