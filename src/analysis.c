@@ -121,19 +121,8 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
             continue;
         }
         char flag[64];
-        const char *v, *eq = strchr(a, '=');
-        if (eq) {
-            snprintf(flag, sizeof flag, "%.*s", (int)(eq - a), a);
-            v = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", a);
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "%s needs a value", flag);
-                return -1;
-            }
-            v = argv[++i];
-        }
-        for (char *p = flag + 2; *p; p++) *p = *p == '_' ? '-' : *p;
+        const char *v;
+        if (cli_flag_value(argc, argv, &i, flag, sizeof flag, &v, err, errlen)) return -1;
         long x;
         if (!strcmp(flag, "--what")) {
             if (cli_name_mask(flag, v, what_from, 4, "injection, probes, exposure, telemetry", &o->what, err, errlen))

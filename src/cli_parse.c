@@ -26,3 +26,21 @@ int cli_name_mask(const char *flag, const char *v, int (*from)(const char *), in
     }
     return 0;
 }
+
+int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, const char **value, char *err,
+                   size_t errlen) {
+    const char *a = argv[*i], *eq = strchr(a, '=');
+    if (eq) {
+        snprintf(flag, flaglen, "%.*s", (int)(eq - a), a);
+        *value = eq + 1;
+    } else {
+        snprintf(flag, flaglen, "%s", a);
+        if (*i + 1 >= argc) {
+            snprintf(err, errlen, "%s needs a value", flag);
+            return -1;
+        }
+        *value = argv[++*i];
+    }
+    for (char *p = flag + (strncmp(flag, "--", 2) ? 0 : 2); *p; p++) *p = *p == '_' ? '-' : *p;
+    return 0;
+}

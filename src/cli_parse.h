@@ -10,4 +10,11 @@
 int cli_name_mask(const char *flag, const char *v, int (*from)(const char *), int n, const char *known, int *mask,
                   char *err, size_t errlen);
 
+/* The flag argv[*i] with its value: "--key=value", or "--key" followed by
+ * the value in the next argument (then *i advances).  flag receives the key
+ * with '_' spelled '-' (flaglen bytes); a missing value fails with a message.
+ * 0, or -1 with err. */
+int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, const char **value, char *err,
+                   size_t errlen);
+
 #endif

@@ -149,6 +149,14 @@ static void part_counts(long n, int *counts, int *displs) {
         displs[r] = (int)off;
     }
 }
+
+/* counts then displacements of every rank's part, in one allocation */
+static int *part_table(long n) {
+    int *t = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
+    if (!t) dist_abort(1, "out of memory");
+    part_counts(n, t, t + g_dist.size);
+    return t;
+}
 #endif
 
 void dist_sum_real(real *x, long n) {
@@ -184,10 +192,7 @@ void dist_part(long n, int rank, long *off, long *len) {
 void dist_sum_scatter_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
-    int *counts = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
-    if (!counts) dist_abort(1, "out of memory");
-    int *displs = counts + g_dist.size;
-    part_counts(n, counts, displs);
+    int *counts = part_table(n), *displs = counts + g_dist.size;
     double t = timer_start();
     /* In place, MPI leaves this rank's sum at the start of x; move it to
      * where the part lives (the two ranges may overlap). */
@@ -204,10 +209,7 @@ void dist_sum_scatter_real(real *x, long n) {
 void dist_allgather_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
-    int *counts = malloc(sizeof(int) * 2 * (size_t)g_dist.size);
-    if (!counts) dist_abort(1, "out of memory");
-    int *displs = counts + g_dist.size;
-    part_counts(n, counts, displs);
+    int *counts = part_table(n), *displs = counts + g_dist.size;
     double t = timer_start();
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, real_type(), MPI_COMM_WORLD);
     timer_stop(t);

@@ -86,23 +86,12 @@ static int parse(ToyOpts *o, int argc, char **argv, char *err, size_t errlen) {
             continue;
         }
         char flag[64];
-        const char *v, *eq = strchr(a, '=');
+        const char *v;
         if (strncmp(a, "--", 2)) {
             snprintf(err, errlen, "unexpected argument '%s' (sgtrain toy --help lists the flags)", a);
             return -1;
         }
-        if (eq) {
-            snprintf(flag, sizeof flag, "%.*s", (int)(eq - a), a);
-            v = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", a);
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "%s needs a value", flag);
-                return -1;
-            }
-            v = argv[++i];
-        }
-        for (char *p = flag + 2; *p; p++) *p = *p == '_' ? '-' : *p;
+        if (cli_flag_value(argc, argv, &i, flag, sizeof flag, &v, err, errlen)) return -1;
         ToyConfig *c = &o->base;
         double x = 0;
         int rc = 0;

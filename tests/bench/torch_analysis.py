@@ -94,7 +94,7 @@ OVERRIDES = ["trained", "row_mean", "shuffled", "reopened"]
 # int64 tensors (two's complement wraps like uint64) for vectorised draws.
 # Only --draws exact and the validation windows use it.
 # --------------------------------------------------------------------------
-from ref_analysis import GAMMA, M64, rng_below, rng_key, rng_mix  # noqa: E402  (the one Python copy)
+from ref_analysis import GAMMA, M64, parse_config, rng_below, rng_key, rng_mix  # noqa: E402  (the one Python copy)
 
 
 def s64(c):
@@ -188,18 +188,6 @@ def read_safetensors(path):
                           offset=base + b)
         tensors[name] = torch.from_numpy(a.astype(np.float32).reshape(t["shape"]))
     return tensors, meta
-
-
-def parse_config(text):
-    """Top-level `key: value` lines of the resolved YAML in the metadata."""
-    cfg = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].rstrip()
-        if not line or line.startswith(" ") or ":" not in line:
-            continue
-        k, v = line.split(":", 1)
-        cfg[k.strip()] = v.strip().strip('"')
-    return cfg
 
 
 class LayerNorm(nn.Module):
