@@ -19,7 +19,9 @@
 #     hooks doing the same passes (tests/bench/bench_analysis.sh,
 #     tests/bench/torch_analysis.py): a 10M checkpoint, baseline and combo2,
 #     seconds per injection pass on both sides; BENCH_ANALYSIS_* settings.
-# BENCH_ONLY=train|torch|tok|report|analysis runs one part.
+#  6. `sgtrain toy`: the whole of Figure 3 (4 loads x 5 arms x 2 conditions
+#     x 3 seeds, 4000 steps each); the goal is under 15 minutes on 2 cores.
+# BENCH_ONLY=train|torch|tok|report|analysis|toy runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -122,6 +124,15 @@ fi
 afail=0
 if part analysis; then
     OUT=$OUT bash tests/bench/bench_analysis.sh "$B" || afail=1
+fi
+if part toy; then
+    t0=$(date +%s.%N)
+    if "$B/sgtrain" toy --out "$OUT/toy" --quiet; then
+        secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+        echo "sgtrain toy: Figure 3 (120 runs) in ${secs} s (goal < 900 s); tables in $OUT/toy/toy.md" | tee "$OUT/toy.txt"
+    else
+        echo "sgtrain toy: FAILED"; afail=1
+    fi
 fi
 echo "results in $OUT"
 [ "$fail" = 0 ] || { echo "tokenizer benchmark: FAILED (token streams differ or a run failed; see above)"; exit 1; }
