@@ -337,7 +337,7 @@ static void run_batch(AnRun *r, AnCtx *ctx, int bi, int32_t *win, int32_t *in, i
     for (int k = 0; k < r->ncond; k++) {
         AnCond *c = &r->cond[k];
         if (k > 0 && c->override == OVR_NONE && !c->in_battery && c->junk < 0) continue;
-        InjectSpec spec = {c->junk, c->cut, c->eps, 0, 0, 0, NULL};
+        InjectSpec spec = {.junk = c->junk, .cutoff = c->cut, .eps = c->eps}; /* keys: an_hook_values */
         ctx->inject = c->junk >= 0 ? &spec : NULL;
         ctx->override = c->override;
         ctx->stats = k == 0 && (r->what & (AN_DO_EXPOSURE | AN_DO_TELEMETRY)) ? &r->stats : NULL;
@@ -370,7 +370,7 @@ int analysis_run(const AnalysisOpts *o, char *err, size_t errlen) {
     }
     const size_t nqkv = (size_t)B * Tp * 3 * C, np = (size_t)H * Tp * (Tp + 1);
     r.qkv0 = op_alloc(sizeof(real) * nqkv);
-    AnCtx ctx = {m, o, Tp, Tp - T, C, H, m->d, m->L, NULL, 0, NULL, NULL, NULL, NULL, NULL, OVR_NONE, 0, NULL, 0, 0};
+    AnCtx ctx = {.m = m, .o = o, .Tp = Tp, .first = Tp - T, .C = C, .H = H, .d = m->d, .L = m->L, .override = OVR_NONE};
     ctx.d_p = op_alloc(sizeof(real) * np);
     if (!op_host_memory()) {
         ctx.h_qkv = malloc(sizeof(real) * nqkv);
