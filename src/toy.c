@@ -253,6 +253,28 @@ void toy_backward(Toy *t, int B) {
     op_matmul_bwd(NULL, gr + t->off_wv, t->dVd, t->D, t->p + t->off_wv, N, d, d);
 }
 
+/* Adds, for each of the B sequences of the last forward, the attention on
+ * its relevant items and its largest item weight: p_j = exp(s_j - LSE) with
+ * s_j = u . k_j / sqrt(d) (+ log g_j in the routing slot), the decode op's
+ * definition. */
+void toy_attention_stats(const Toy *t, int B, double *relevant, double *top) {
+    const int d = t->d, T = t->T;
+    const double scale = 1 / sqrt((double)d);
+    for (int b = 0; b < B; b++) {
+        double mx = 0;
+        for (int j = 0; j < T; j++) {
+            const long i = (long)b * T + j;
+            double s = 0;
+            for (int k = 0; k < d; k++) s += (double)t->u[k] * t->K[i * d + k];
+            s = s * scale + (t->routing ? t->LB[i] : 0);
+            const double p = exp(s - t->lse[b]);
+            if (t->feat[i] < t->R) *relevant += p;
+            mx = p > mx ? p : mx;
+        }
+        *top += mx;
+    }
+}
+
 static int check_config(const ToyConfig *c, char *err, size_t errlen) {
     const char *bad = c->d < 1 ? "d" : c->n_relevant < 1 ? "n_relevant" : c->n_features <= c->n_relevant ? "n_features"
                     : c->T < 1 ? "T" : c->batch < 1 ? "batch" : c->steps < 0 ? "steps" : c->n_tags < 1 ? "n_tags"
@@ -291,15 +313,18 @@ int toy_run(const ToyConfig *c, ToyResult *r, char *err, size_t errlen) {
     r->train_bce = ntail ? tail / ntail : NAN;
     /* held-out set: sequences of "steps" -1, -2, ... (never trained on) */
     long wrong = 0, labels = 0;
-    double bce = 0;
+    double bce = 0, rel = 0, top = 0;
     for (int e = 0; e < c->eval_seqs; e += c->batch) {
         const int B = c->eval_seqs - e < c->batch ? c->eval_seqs - e : c->batch;
         bce += toy_forward(&t, -1 - e / c->batch, B) * B * t.R;
         for (int i = 0; i < B * t.R; i++) wrong += (t.z[i] > 0) != (t.y[i] != 0);
         labels += (long)B * t.R;
+        toy_attention_stats(&t, B, &rel, &top);
     }
     r->error = (double)wrong / labels;
     r->bce = bce / labels;
+    r->relevant_mass = rel / c->eval_seqs;
+    r->top_weight = top / c->eval_seqs;
     toy_free(&t);
     return 0;
 }

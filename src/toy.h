@@ -46,6 +46,9 @@ typedef struct {
     double bce;        /* held-out binary cross-entropy per label */
     double train_bce;  /* mean over the last 100 steps */
     double first_bce;  /* the first step's */
+    /* where the trained head looks, on the held-out set (means over sequences) */
+    double relevant_mass; /* attention on relevant items */
+    double top_weight;    /* the largest single item's attention */
 } ToyResult;
 
 /* Train one configuration and evaluate it.  0, or -1 with err. */

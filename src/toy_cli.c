@@ -182,18 +182,30 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+enum { F_ERROR, F_RELEVANT, F_TOP };
+
+static double field(const ToyResult *r, int f) {
+    return f == F_RELEVANT ? r->relevant_mass : f == F_TOP ? r->top_weight : r->error;
+}
+
 /* mean and standard error over the seeds of one (arm, condition, load) */
-static PlotValue cell(const ToyJob *jobs, int n, int arm, int cond, int li) {
+static PlotValue cell_of(const ToyJob *jobs, int n, int f, int arm, int cond, int li) {
     double s = 0, s2 = 0;
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (jobs[i].ok && jobs[i].c.arm == arm && jobs[i].c.cond == cond && jobs[i].load_i == li)
-            s += jobs[i].r.error, s2 += jobs[i].r.error * jobs[i].r.error, k++;
+        if (jobs[i].ok && jobs[i].c.arm == arm && jobs[i].c.cond == cond && jobs[i].load_i == li) {
+            const double x = field(&jobs[i].r, f);
+            s += x, s2 += x * x, k++;
+        }
     PlotValue v = {0, -1, k > 0};
     if (!k) return v;
     v.y = s / k;
     if (k > 1) v.se = sqrt(fmax(s2 / k - v.y * v.y, 0) * k / (k - 1) / k);
     return v;
+}
+
+static PlotValue cell(const ToyJob *jobs, int n, int arm, int cond, int li) {
+    return cell_of(jobs, n, F_ERROR, arm, cond, li);
 }
 
 static int write_outputs(const ToyOpts *o, const ToyJob *jobs, int n, double secs, char *err, size_t errlen) {
@@ -237,6 +249,28 @@ static int write_outputs(const ToyOpts *o, const ToyJob *jobs, int n, double sec
             MD("\n");
         }
     }
+    /* where the heads look: attention on relevant items, and the largest weight */
+    MD("\n## Where the head looks\n\nMean attention on relevant items (their share of the items is %.2f), and "
+       "in brackets the largest single item's weight (uniform attention: %.3f), on the held-out sequences; mean "
+       "over seeds.\n", o->base.p_relevant, 1.0 / o->base.T);
+    for (int cond = 0; cond < TOY_CONDS; cond++) {
+        if (!(o->cond_mask >> cond & 1)) continue;
+        MD("\n| %s |", toy_cond_name(cond));
+        for (int li = 0; li < o->nloads; li++) MD(" load %d |", o->loads[li]);
+        MD("\n|---|");
+        for (int li = 0; li < o->nloads; li++) MD("---|");
+        MD("\n");
+        for (int arm = 0; arm < TOY_ARMS; arm++) {
+            if (!(o->arm_mask >> arm & 1)) continue;
+            MD("| %s |", toy_arm_label(arm));
+            for (int li = 0; li < o->nloads; li++) {
+                PlotValue a = cell_of(jobs, n, F_RELEVANT, arm, cond, li), b = cell_of(jobs, n, F_TOP, arm, cond, li);
+                if (a.present) MD(" %.2f (%.2f) |", a.y, b.y);
+                else MD(" – |");
+            }
+            MD("\n");
+        }
+    }
     for (int i = 0; i < n; i++) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "condition", json_object_new_string(toy_cond_name(jobs[i].c.cond)));
@@ -249,6 +283,8 @@ static int write_outputs(const ToyOpts *o, const ToyJob *jobs, int n, double sec
             json_object_object_add(e, "bce", json_object_new_double(jobs[i].r.bce));
             json_object_object_add(e, "train_bce", json_object_new_double(jobs[i].r.train_bce));
             json_object_object_add(e, "first_bce", json_object_new_double(jobs[i].r.first_bce));
+            json_object_object_add(e, "relevant_mass", json_object_new_double(jobs[i].r.relevant_mass));
+            json_object_object_add(e, "top_weight", json_object_new_double(jobs[i].r.top_weight));
         } else json_object_object_add(e, "failed", json_object_new_string(jobs[i].err));
         json_object_object_add(e, "seconds", json_object_new_double(jobs[i].seconds));
         json_object_array_add(runs, e);

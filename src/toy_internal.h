@@ -30,5 +30,8 @@ void toy_free(Toy *t);
 double toy_forward(Toy *t, long step, int B);
 /* Gradients of that loss into g (overwritten). */
 void toy_backward(Toy *t, int B);
+/* Adds each of the last forward's B sequences' attention on relevant items
+ * to *relevant and its largest item weight to *top. */
+void toy_attention_stats(const Toy *t, int B, double *relevant, double *top);
 
 #endif

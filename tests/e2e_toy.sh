@@ -29,6 +29,7 @@ n=$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))['runs']))"
 check '[ "$n" = 40 ]' "2 loads x 5 arms x 2 conditions x 2 seeds = 40 runs (got $n)"
 check 'grep -q "| routing-slot control |" "$W/t2/toy.md" && grep -q "| load 1 | load 2 |" "$W/t2/toy.md"' "the table"
 check 'grep -q "^visible,oracle,2,2," "$W/t2/toy.csv"' "the CSV"
+check 'grep -q "## Where the head looks" "$W/t2/toy.md" && grep -q "\"relevant_mass\"" "$W/t2/toy.json"' "the attention statistics"
 # learning: the routing-visible baseline beats "always absent" (error 0.45) clearly
 err=$("$PY" -c "
 import json,sys

@@ -176,6 +176,13 @@ static void test_learns(void) {
     CHECK(r.train_bce < 0.8 * r.first_bce, "training lowers the loss: %.4f -> %.4f", r.first_bce, r.train_bce);
     CHECK(r.error < 0.3, "routing-visible baseline learns: held-out error %.4f", r.error);
     CHECK(toy_run(&c, &r2, err, sizeof err) == 0 && r2.error == r.error && r2.bce == r.bce, "reproducible");
+    CHECK(r.relevant_mass > 0.3 && r.relevant_mass <= 1, "routing that sees the items moves attention onto the "
+          "relevant ones: %.3f of the mass (0.15 of the items)", r.relevant_mass);
+    ToyConfig z = c;
+    z.steps = 0; /* the initial query is small: attention is nearly uniform */
+    CHECK(toy_run(&z, &r2, err, sizeof err) == 0 && fabs(r2.relevant_mass - 0.15) < 0.01 &&
+              r2.top_weight > 1.0 / 64 && r2.top_weight < 0.03,
+          "untrained attention: relevant mass %.4f (~0.15), top weight %.4f (~1/64)", r2.relevant_mass, r2.top_weight);
     c.seed = 1;
     CHECK(toy_run(&c, &r2, err, sizeof err) == 0 && r2.bce != r.bce, "another seed, another run");
     c.n_features = c.n_relevant;
