@@ -5,6 +5,7 @@
 #include "toy_cli.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <omp.h>
@@ -64,6 +65,43 @@ static int num(const char *flag, const char *v, double lo, double hi, int intege
     return 0;
 }
 
+/* The numeric flags: where each goes and its range (integer ones are
+ * stored as int, the others as double). */
+typedef struct {
+    const char *flag;
+    double lo, hi;
+    int integer;
+    size_t off;   /* into ToyOpts */
+} NumFlag;
+
+static const NumFlag num_flags[] = {
+    {"--seeds", 1, TOY_MAX_SEEDS, 1, offsetof(ToyOpts, seeds)},
+    {"--steps", 0, 1e7, 1, offsetof(ToyOpts, base.steps)},
+    {"--batch", 1, 65536, 1, offsetof(ToyOpts, base.batch)},
+    {"--lr", 1e-9, 10, 0, offsetof(ToyOpts, base.lr)},
+    {"--items", 1, 65536, 1, offsetof(ToyOpts, base.T)},
+    {"--dim", 1, 1024, 1, offsetof(ToyOpts, base.d)},
+    {"--relevant", 1, 1024, 1, offsetof(ToyOpts, base.n_relevant)},
+    {"--p-relevant", 0, 1, 0, offsetof(ToyOpts, base.p_relevant)},
+    {"--beta", 1e-6, 1e6, 0, offsetof(ToyOpts, base.beta)},
+    {"--eval-seqs", 1, 1e7, 1, offsetof(ToyOpts, base.eval_seqs)},
+    {"--threads", 1, 4096, 1, offsetof(ToyOpts, threads)},
+};
+
+/* 0 set, -1 bad value (err), 1 not a numeric flag */
+static int number_flag(ToyOpts *o, const char *flag, const char *v, char *err, size_t errlen) {
+    for (size_t i = 0; i < sizeof num_flags / sizeof *num_flags; i++) {
+        const NumFlag *f = &num_flags[i];
+        if (strcmp(flag, f->flag)) continue;
+        double x;
+        if (num(flag, v, f->lo, f->hi, f->integer, &x, err, errlen)) return -1;
+        if (f->integer) *(int *)((char *)o + f->off) = (int)x;
+        else *(double *)((char *)o + f->off) = x;
+        return 0;
+    }
+    return 1;
+}
+
 static int parse(ToyOpts *o, int argc, char **argv, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     toy_defaults(&o->base);
@@ -92,7 +130,6 @@ static int parse(ToyOpts *o, int argc, char **argv, char *err, size_t errlen) {
             return -1;
         }
         if (cli_flag_value(argc, argv, &i, flag, sizeof flag, &v, err, errlen)) return -1;
-        ToyConfig *c = &o->base;
         double x = 0;
         int rc = 0;
         if (!strcmp(flag, "--loads")) {
@@ -121,38 +158,8 @@ static int parse(ToyOpts *o, int argc, char **argv, char *err, size_t errlen) {
                        &o->arm_mask, err, errlen);
         else if (!strcmp(flag, "--conditions"))
             rc = cli_name_mask(flag, v, toy_cond_from_name, TOY_CONDS, "blind, visible", &o->cond_mask, err, errlen);
-        else if (!strcmp(flag, "--seeds")) {
-            rc = num(flag, v, 1, TOY_MAX_SEEDS, 1, &x, err, errlen);
-            o->seeds = (int)x;
-        } else if (!strcmp(flag, "--steps")) {
-            rc = num(flag, v, 0, 1e7, 1, &x, err, errlen);
-            c->steps = (int)x;
-        } else if (!strcmp(flag, "--batch")) {
-            rc = num(flag, v, 1, 65536, 1, &x, err, errlen);
-            c->batch = (int)x;
-        } else if (!strcmp(flag, "--lr")) {
-            rc = num(flag, v, 1e-9, 10, 0, &c->lr, err, errlen);
-        } else if (!strcmp(flag, "--items")) {
-            rc = num(flag, v, 1, 65536, 1, &x, err, errlen);
-            c->T = (int)x;
-        } else if (!strcmp(flag, "--dim")) {
-            rc = num(flag, v, 1, 1024, 1, &x, err, errlen);
-            c->d = (int)x;
-        } else if (!strcmp(flag, "--relevant")) {
-            rc = num(flag, v, 1, 1024, 1, &x, err, errlen);
-            c->n_relevant = (int)x;
-        } else if (!strcmp(flag, "--p-relevant")) {
-            rc = num(flag, v, 0, 1, 0, &c->p_relevant, err, errlen);
-        } else if (!strcmp(flag, "--beta")) {
-            rc = num(flag, v, 1e-6, 1e6, 0, &c->beta, err, errlen);
-        } else if (!strcmp(flag, "--eval-seqs")) {
-            rc = num(flag, v, 1, 1e7, 1, &x, err, errlen);
-            c->eval_seqs = (int)x;
-        } else if (!strcmp(flag, "--threads")) {
-            rc = num(flag, v, 1, 4096, 1, &x, err, errlen);
-            o->threads = (int)x;
-        } else if (!strcmp(flag, "--out")) o->out = v;
-        else {
+        else if (!strcmp(flag, "--out")) o->out = v;
+        else if ((rc = number_flag(o, flag, v, err, errlen)) == 1) {
             snprintf(err, errlen, "unknown flag '%s' (sgtrain toy --help lists them)", a);
             return -1;
         }
