@@ -39,6 +39,13 @@ void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
  * mean/rstd [N] are saved for the backward. */
 void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp,
                       const real *w, const real *b, int N, int C);
+/* Residual add fused with the LayerNorm that reads it (one pass over the
+ * residual stream instead of two):
+ *   res = a + b  (res may be a or b),  out = LayerNorm(res) as op_layernorm_fwd
+ * bitwise equal to op_add then op_layernorm_fwd.  bias may be NULL. */
+void op_residual_layernorm_fwd(real *res, real *out, real *mean, real *rstd,
+                               const real *a, const real *b, const real *w,
+                               const real *bias, int N, int C);
 /* dinp (acc): the residual stream's gradient is summed into;
  * dw, db (acc, db may be NULL). */
 void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout,

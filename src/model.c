@@ -398,13 +398,16 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     if (!(hk && hk->layer0_qkv))
         PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, m->inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
     const real *x = a->x0;
+    int lnf_done = 0; /* the last residual add also did the final LayerNorm */
     for (int l = 0; l < m->L; l++) {
         LayerActs *la = &a->layer[l];
         const LayerTensors *lt = &m->p.layer[l];
         if (l == 0 && hk && hk->layer0_qkv) {
             op_copy(la->qkv, hk->layer0_qkv, sizeof(real) * (size_t)N * 3 * C);
         } else {
-            PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
+            /* layers after the first got ln1 from the previous layer's residual add */
+            if (l == 0)
+                PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
             PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
         }
         if (hk && hk->values) hk->values(hk->ctx, m, l, B);
@@ -416,13 +419,28 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
         AttnArgs aa = attn_args(m, B, lt, la, &vs);
         if (!(hk && hk->attention && hk->attention(hk->ctx, m, l, B, &aa, values_read(m, la))))
             PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
+        /* each residual add is fused with the LayerNorm that reads its sum */
         PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
-        PROF(PROF_POINTWISE, 0, op_add(la->res1, la->res1, x, (long)N * C));
-        PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, lt->ln2_w, lt->ln2_b, N, C));
+        PROF(PROF_LAYERNORM, 0,
+             op_residual_layernorm_fwd(la->res1, la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, x, lt->ln2_w,
+                                       lt->ln2_b, N, C));
         PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C));
         PROF(PROF_POINTWISE, 0, op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
         PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
-        PROF(PROF_POINTWISE, 0, op_add(la->res2, la->res2, la->res1, (long)N * C));
+        if (l + 1 < m->L) {
+            LayerActs *nx = &a->layer[l + 1];
+            const LayerTensors *nt = &m->p.layer[l + 1];
+            PROF(PROF_LAYERNORM, 0,
+                 op_residual_layernorm_fwd(la->res2, nx->ln1, nx->ln1_mean, nx->ln1_rstd, la->res2, la->res1,
+                                           nt->ln1_w, nt->ln1_b, N, C));
+        } else if (!a->xf) { /* no sink token: the last output rows are the final LayerNorm's rows */
+            PROF(PROF_LAYERNORM, 0,
+                 op_residual_layernorm_fwd(la->res2, a->lnf, a->lnf_mean, a->lnf_rstd, la->res2, la->res1, m->p.lnf_w,
+                                           m->p.lnf_b, N, C));
+            lnf_done = 1;
+        } else {
+            PROF(PROF_POINTWISE, 0, op_add(la->res2, la->res2, la->res1, (long)N * C));
+        }
         x = la->res2;
     }
     if (a->xf) { /* drop the sink token's output position */
@@ -431,7 +449,8 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
                     sizeof(real) * (size_t)m->T * C);
         x = a->xf;
     }
-    PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C));
+    if (!lnf_done)
+        PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.lnf_w, m->p.lnf_b, B * m->T, C));
 }
 
 static const real *final_residual(const Model *m) {

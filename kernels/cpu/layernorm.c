@@ -13,27 +13,54 @@
 
 #define LN_EPS 1e-5
 
+/* One row: x [C] with s = sum x (double, summed in index order, so the
+ * caller may fuse it into the pass that produces x) -> y [C], mean, rstd. */
+static void ln_row(real *y, real *mean, real *rstd, const real *x, double s,
+                   const real *w, const real *b, int C) {
+    double mu = s / C, v = 0;
+    for (int c = 0; c < C; c++) {
+        double dx = x[c] - mu;
+        v += dx * dx;
+    }
+    real r = (real)(1.0 / sqrt(v / C + LN_EPS));
+    real m = (real)mu;
+    if (b)
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * w[c] + b[c];
+    else
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * w[c];
+    *mean = m;
+    *rstd = r;
+}
+
 void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp,
                       const real *w, const real *b, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const real *x = inp + (size_t)i * C;
-        real *y = out + (size_t)i * C;
         double s = 0;
         for (int c = 0; c < C; c++) s += x[c];
-        double mu = s / C, v = 0;
+        ln_row(out + (size_t)i * C, mean + i, rstd + i, x, s, w, b, C);
+    }
+}
+
+/* res = a + b (the float add of op_add), and its row sum taken in the same
+ * pass; then the LayerNorm of op_layernorm_fwd: the same bits as the two ops
+ * in sequence.  Element c of a row is read before res[c] is written, so res
+ * may be a or b. */
+void op_residual_layernorm_fwd(real *res, real *out, real *mean, real *rstd,
+                               const real *a, const real *b, const real *w,
+                               const real *bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        size_t o = (size_t)i * C;
+        real *x = res + o;
+        double s = 0;
         for (int c = 0; c < C; c++) {
-            double dx = x[c] - mu;
-            v += dx * dx;
+            real v = a[o + c] + b[o + c];
+            x[c] = v;
+            s += v;
         }
-        real r = (real)(1.0 / sqrt(v / C + LN_EPS));
-        real m = (real)mu;
-        if (b)
-            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * w[c] + b[c];
-        else
-            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * w[c];
-        mean[i] = m;
-        rstd[i] = r;
+        ln_row(out + o, mean + i, rstd + i, x, s, w, bias, C);
     }
 }
 

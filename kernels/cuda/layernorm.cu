@@ -15,13 +15,13 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-__global__ void ln_fwd_k(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                         int N, int C) {
-    int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= N) return;
-    const float *x = inp + (size_t)row * C;
-    float s = 0;
-    for (int c = lane; c < C; c += 32) s += x[c];
+/* One row per warp, after its first pass: s is this lane's partial sum of
+ * x[c] over c = lane, lane + 32, ..., so the pass that produces x may also
+ * sum it.  mean = sum x / C, var = sum (x - mean)^2 / C (second pass),
+ * y = (x - mean) rsqrt(var + eps) w + b.  The lane reads back only the x[c]
+ * it summed (and, in the fused kernel, wrote), so no synchronisation. */
+__device__ __forceinline__ void ln_row(float *y, float *mean, float *rstd, const float *x, float s, const float *w,
+                                       const float *b, int C, int lane) {
     float mu = warp_sum(s) / C;
     float v = 0;
     for (int c = lane; c < C; c += 32) {
@@ -29,12 +29,39 @@ __global__ void ln_fwd_k(float *out, float *mean, float *rstd, const float *inp,
         v += d * d;
     }
     float r = rsqrtf(warp_sum(v) / C + 1e-5f);
-    float *y = out + (size_t)row * C;
     for (int c = lane; c < C; c += 32) y[c] = (x[c] - mu) * r * w[c] + (b ? b[c] : 0.0f);
     if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = r;
+        *mean = mu;
+        *rstd = r;
     }
+}
+
+__global__ void ln_fwd_k(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                         int N, int C) {
+    int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    float s = 0;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    ln_row(out + (size_t)row * C, mean + row, rstd + row, x, s, w, b, C, lane);
+}
+
+/* res = a + b (add_k's float add) with the lane sums of ln_fwd_k taken in
+ * the same pass, then ln_row: the bits of op_add then op_layernorm_fwd.
+ * Each element is read before it is written, by the same thread, so res
+ * may be a or b. */
+__global__ void res_ln_fwd_k(float *res, float *out, float *mean, float *rstd, const float *a, const float *b,
+                             const float *w, const float *bias, int N, int C) {
+    int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N) return;
+    size_t o = (size_t)row * C;
+    float s = 0;
+    for (int c = lane; c < C; c += 32) {
+        float x = a[o + c] + b[o + c];
+        res[o + c] = x;
+        s += x;
+    }
+    ln_row(out + o, mean + row, rstd + row, res + o, s, w, bias, C, lane);
 }
 
 /* dx for one row per warp */
@@ -89,6 +116,13 @@ extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *
                                  int N, int C) {
     if (N <= 0) return;
     ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, mean, rstd, inp, w, b, N, C);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real *rstd, const real *a,
+                                          const real *b, const real *w, const real *bias, int N, int C) {
+    if (N <= 0) return;
+    res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, mean, rstd, a, b, w, bias, N, C);
     CUDA_LAUNCHED();
 }
 

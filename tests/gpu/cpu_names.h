@@ -4,6 +4,7 @@
 #define op_matmul_fwd cpu_op_matmul_fwd
 #define op_matmul_bwd cpu_op_matmul_bwd
 #define op_layernorm_fwd cpu_op_layernorm_fwd
+#define op_residual_layernorm_fwd cpu_op_residual_layernorm_fwd
 #define op_layernorm_bwd cpu_op_layernorm_bwd
 #define op_gelu_fwd cpu_op_gelu_fwd
 #define op_gelu_bwd cpu_op_gelu_bwd

@@ -10,6 +10,8 @@ typedef struct {
     void (*matmul_fwd)(real *, const real *, const real *, int, int, int);
     void (*matmul_bwd)(real *, real *, const real *, const real *, const real *, int, int, int);
     void (*layernorm_fwd)(real *, real *, real *, const real *, const real *, const real *, int, int);
+    void (*residual_layernorm_fwd)(real *, real *, real *, real *, const real *, const real *, const real *,
+                                   const real *, int, int);
     void (*layernorm_bwd)(real *, real *, real *, const real *, const real *, const real *, const real *,
                           const real *, int, int);
     void (*gelu_fwd)(real *, const real *, long);

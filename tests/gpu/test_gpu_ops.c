@@ -113,6 +113,50 @@ static void test_layernorm(int N, int C, int bias) {
     free(x), free(w), free(b), free(dy), free(y), free(mu), free(rs), free(dx), free(dw), free(db);
 }
 
+/* Residual add + LayerNorm: against the CPU op (fp32 tolerance, as
+ * LayerNorm), and bitwise against the CUDA op_add then op_layernorm_fwd,
+ * whose reduction order the fused kernel keeps.  alias: 0 res separate,
+ * 1 res == a, 2 res == b (on both sides). */
+static void test_residual_layernorm(int N, int C, int bias, int alias) {
+    long n = (long)N * C;
+    real *a = host_rand(n, 2), *bb = host_rand(n, 1), *w = host_rand(C, 1), *b = bias ? host_rand(C, 1) : NULL;
+    real *res = calloc((size_t)n, sizeof *res), *y = calloc((size_t)n, sizeof *y), *mu = calloc(N, sizeof *mu),
+         *rs = calloc(N, sizeof *rs);
+    real *a_d = dev_of(a, n), *bb_d = dev_of(bb, n), *w_d = dev_of(w, C), *b_d = bias ? dev_of(b, C) : NULL,
+         *res_d = dev_of(res, n), *y_d = dev_of(y, n), *mu_d = dev_of(mu, N), *rs_d = dev_of(rs, N);
+    /* the composition on the device, from the untouched inputs */
+    real *res2_d = dev_of(res, n), *y2_d = dev_of(y, n), *mu2_d = dev_of(mu, N), *rs2_d = dev_of(rs, N);
+    gpu_ops.add(res2_d, a_d, bb_d, n);
+    gpu_ops.layernorm_fwd(y2_d, mu2_d, rs2_d, res2_d, w_d, b_d, N, C);
+
+    real *dst = alias == 1 ? a : alias == 2 ? bb : res, *dst_d = alias == 1 ? a_d : alias == 2 ? bb_d : res_d;
+    cpu_ops.residual_layernorm_fwd(dst, y, mu, rs, a, bb, w, b, N, C);
+    gpu_ops.residual_layernorm_fwd(dst_d, y_d, mu_d, rs_d, a_d, bb_d, w_d, b_d, N, C);
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "N%d C%d bias %d %s", N, C, bias,
+             alias == 1 ? "res == a" : alias == 2 ? "res == b" : "res separate");
+    snprintf(what, sizeof what, "residual layernorm res %s", tag);
+    same(what, dst_d, dst, n, 0);
+    snprintf(what, sizeof what, "residual layernorm out %s", tag);
+    same(what, y_d, y, n, 0);
+    snprintf(what, sizeof what, "residual layernorm mean %s", tag);
+    same(what, mu_d, mu, N, 0);
+    snprintf(what, sizeof what, "residual layernorm rstd %s", tag);
+    same(what, rs_d, rs, N, 0);
+    const real *pairs[][2] = {{dst_d, res2_d}, {y_d, y2_d}, {mu_d, mu2_d}, {rs_d, rs2_d}};
+    const long lens[] = {n, n, N, N};
+    const char *names[] = {"res", "out", "mean", "rstd"};
+    for (int k = 0; k < 4; k++) {
+        real *f = back(pairs[k][0], lens[k]), *g = back(pairs[k][1], lens[k]);
+        CHECK(!memcmp(f, g, (size_t)lens[k] * sizeof *f),
+              "residual layernorm %s %s: not the bits of add then layernorm", names[k], tag);
+        free(f), free(g);
+    }
+    void *ds[] = {a_d, bb_d, w_d, b_d, res_d, y_d, mu_d, rs_d, res2_d, y2_d, mu2_d, rs2_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(a), free(bb), free(w), free(b), free(res), free(y), free(mu), free(rs);
+}
+
 static void test_pointwise(long n) {
     real *x = host_rand(n, 3), *x2 = host_rand(n, 1), *dy = host_rand(n, 1), *y = calloc(n, sizeof *y),
          *dx = calloc(n, sizeof *dx);
@@ -416,6 +460,11 @@ int main(void) {
     test_matmul(512, 384, 1152);
     test_layernorm(50, 64, 1);
     test_layernorm(300, 768, 0);
+    for (int alias = 0; alias <= 2; alias++) {
+        test_residual_layernorm(50, 64, 1, alias);
+        test_residual_layernorm(301, 768, 0, alias);
+    }
+    test_residual_layernorm(7, 100, 1, 0);
     test_pointwise(100003);
     test_embed(2, 16, 32, 100, 0);
     test_embed(3, 9, 32, 50, 1);
