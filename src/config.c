@@ -64,7 +64,8 @@ typedef enum {
     X(log_every, CF_LONG, CF_IO, R_POS, "steps between log lines")                           \
     X(stop_at, CF_LONG, CF_IO, R_NONNEG, "checkpoint and exit with status 75 once this many steps are done (0: off)") \
     X(threads, CF_INT, CF_IO, R_NONNEG, "OpenMP threads (0: OpenMP's default)")                \
-    X(zero, CF_INT, CF_IO, R_ZERO, "ZeRO stage under MPI: 1 shards the AdamW state over the ranks (same training, less memory), 0 keeps it whole")
+    X(zero, CF_INT, CF_IO, R_ZERO, "ZeRO stage under MPI: 1 shards the AdamW state over the ranks (same training, less memory), 0 keeps it whole") \
+    X(bucket_mb, CF_DOUBLE, CF_IO, R_GE0, "MiB of gradients per sum over ranks started during the backward (0: one sum after it)")
 
 #define AS_FIELD(k, t, r, rg, h) {#k, t, offsetof(Config, k), r, h},
 #define AS_RANGE(k, t, r, rg, h) rg,
@@ -230,6 +231,7 @@ int config_from_tier(Config *c, const char *tier, char *err, size_t errlen) {
     c->ckpt_every = 1000;
     c->log_every = 10;
     c->threads = 0;
+    c->bucket_mb = 25;
     set_str(c->data, sizeof c->data, "data");
 
     set_str(c->tier, sizeof c->tier, t->name);

@@ -38,6 +38,7 @@ typedef struct {
     long stop_at;           /* time-boxed jobs: checkpoint and exit 75 at this step */
     int threads;            /* 0: OpenMP's default */
     int zero;               /* ZeRO stage: 1 shards the AdamW state over MPI ranks (dist.h) */
+    double bucket_mb;       /* gradient sums started during the backward, per this many MiB (grad_sync.h) */
 } Config;
 
 typedef enum { CF_INT, CF_LONG, CF_DOUBLE, CF_STR, CF_PATH, CF_BOOL } ConfigType;

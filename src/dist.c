@@ -29,6 +29,8 @@ static int env_int(const char *name, int dflt) {
 
 #ifdef SG_MPI
 static int g_times; /* SG_DIST_TIMES is set */
+static MPI_Request *g_reqs; /* started nonblocking sums (dist_isum_real) */
+static int g_nreqs, g_capreqs;
 
 static double now_s(void) {
     struct timespec ts;
@@ -128,6 +130,11 @@ int dist_init(int *argc, char ***argv) {
 }
 
 void dist_finalize(void) {
+#ifdef SG_MPI
+    free(g_reqs);
+    g_reqs = NULL;
+    g_nreqs = g_capreqs = 0;
+#endif
 #ifdef SG_NCCL
     if (g_nccl) dist_nccl_finalize();
 #endif
@@ -180,10 +187,69 @@ void dist_sum_real(real *x, long n) {
 #endif
 }
 
+void dist_isum_real(real *x, long n) {
+#ifdef SG_MPI
+    if (!g_mpi || g_dist.size == 1) return;
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_isum(x, n);
+        return;
+    }
+#endif
+    double t = g_times ? now_s() : 0;
+    for (long i = 0; i < n; i += 1L << 30) {
+        long k = n - i < (1L << 30) ? n - i : (1L << 30);
+        if (g_nreqs == g_capreqs) {
+            int cap = g_capreqs ? 2 * g_capreqs : 64;
+            MPI_Request *r = realloc(g_reqs, sizeof *r * (size_t)cap);
+            if (!r) dist_abort(1, "out of memory");
+            g_reqs = r, g_capreqs = cap;
+        }
+        MPI_Iallreduce(MPI_IN_PLACE, x + i, (int)k, real_type(), MPI_SUM, MPI_COMM_WORLD, &g_reqs[g_nreqs++]);
+    }
+    if (g_times) g_comm_s += now_s() - t;
+#else
+    (void)x, (void)n;
+#endif
+}
+
+void dist_isum_progress(void) {
+#ifdef SG_MPI
+    if (!g_nreqs) return;
+    double t = g_times ? now_s() : 0;
+    int done;
+    MPI_Testall(g_nreqs, g_reqs, &done, MPI_STATUSES_IGNORE);
+    if (done) g_nreqs = 0;
+    if (g_times) g_comm_s += now_s() - t;
+#endif
+}
+
+void dist_isum_wait(void) {
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_join();
+        return;
+    }
+#endif
+#ifdef SG_MPI
+    if (!g_nreqs) return;
+    double t = g_times ? now_s() : 0;
+    MPI_Waitall(g_nreqs, g_reqs, MPI_STATUSES_IGNORE);
+    g_nreqs = 0;
+    if (g_times) g_comm_s += now_s() - t;
+#endif
+}
+
+/* the length of every part but the last ones (dist_part) */
+static long part_len(long n) {
+    long s = (n + g_dist.size - 1) / g_dist.size;
+    return (s + 63) / 64 * 64;
+}
+
+long dist_padded(long n) { return part_len(n) * g_dist.size; }
+
 void dist_part(long n, int rank, long *off, long *len) {
-    int size = g_dist.size;
-    long s = (n + size - 1) / size;
-    s = (s + 63) / 64 * 64;
+    long s = part_len(n);
     long o = (long)rank * s < n ? (long)rank * s : n;
     *off = o;
     *len = n - o < s ? n - o : s;
@@ -192,6 +258,12 @@ void dist_part(long n, int rank, long *off, long *len) {
 void dist_sum_scatter_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_sum_scatter(x, part_len(n));
+        return;
+    }
+#endif
     int *counts = part_table(n), *displs = counts + g_dist.size;
     double t = timer_start();
     /* In place, MPI leaves this rank's sum at the start of x; move it to
@@ -209,6 +281,12 @@ void dist_sum_scatter_real(real *x, long n) {
 void dist_allgather_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_allgather(x, part_len(n));
+        return;
+    }
+#endif
     int *counts = part_table(n), *displs = counts + g_dist.size;
     double t = timer_start();
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, real_type(), MPI_COMM_WORLD);

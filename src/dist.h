@@ -45,12 +45,29 @@ static inline int dist_root(void) { return dist()->rank == 0; }
  * buffer (device memory in the CUDA build, summed by NCCL there). */
 void dist_sum_real(real *x, long n);
 
-/* ZeRO-1 shards, for host buffers.  A vector of n elements is cut into one
- * contiguous part per rank, in rank order: part r is [off, off + len) with
- * off = min(r s, n), len = min(s, n - off), s = ceil(n / N) rounded up to 64
- * elements (256-byte boundaries); the last parts may be short or empty.
- * MPI counts are int: n must be at most INT_MAX. */
+/* Nonblocking sums, for overlapping the gradient sum with the backward
+ * (src/grad_sync.c).  dist_isum_real starts the in-place sum of x[0, n)
+ * over ranks and returns at once; x must not be read or written until
+ * dist_isum_wait, which completes every started sum.  On the CPU they are
+ * MPI_Iallreduce, and dist_isum_progress lets MPI advance them (Open MPI
+ * moves nonblocking collectives only inside MPI calls).  In the CUDA build
+ * the sum is queued on NCCL's own stream behind the ops queued so far, and
+ * dist_isum_wait makes the op stream wait for it: neither call waits on the
+ * host.  Every rank must start the same sums in the same order. */
+void dist_isum_real(real *x, long n);
+void dist_isum_progress(void);
+void dist_isum_wait(void);
+
+/* ZeRO-1 shards.  A vector of n elements is cut into one contiguous part
+ * per rank, in rank order: part r is [off, off + len) with off = min(r s, n),
+ * len = min(s, n - off), s = ceil(n / N) rounded up to 64 elements (256-byte
+ * boundaries); the last parts may be short or empty.  MPI counts are int: n
+ * must be at most INT_MAX.  On the CPU the buffers are host memory of n
+ * elements; in the CUDA build they are device buffers of dist_padded(n) =
+ * N s elements, since NCCL's reduce-scatter and all-gather take equal parts
+ * (the tail beyond n is carried along and never used). */
 void dist_part(long n, int rank, long *off, long *len);
+long dist_padded(long n);
 /* Sum x[0, n) over ranks, keeping only this rank's part: afterwards
  * x[off, off + len) holds the sum of its part; the rest of x is scratch. */
 void dist_sum_scatter_real(real *x, long n);
@@ -63,7 +80,9 @@ void dist_gather_real(real *full, const real *mine, long n);
 /* Seconds spent in the collectives that carry gradients and parameters
  * (dist_sum_real, dist_sum_scatter_real, dist_allgather_real), timed only
  * when SG_DIST_TIMES is set: *wait_s in a barrier before each (waiting
- * for the slowest rank), *comm_s in the transfer itself. */
+ * for the slowest rank), *comm_s in the transfer itself.  The nonblocking
+ * sums add to *comm_s only the time the host spends in them (progress and
+ * the final wait): the part not hidden behind the backward. */
 void dist_times(double *wait_s, double *comm_s);
 double dist_sum_double(double x);
 long dist_max_long(long x);

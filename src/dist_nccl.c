@@ -14,6 +14,8 @@ cudaStream_t sg_stream(void);
 
 static ncclComm_t g_comm;
 
+static ncclDataType_t real_type(void) { return sizeof(real) == sizeof(double) ? ncclFloat64 : ncclFloat32; }
+
 static void nccl_check(ncclResult_t r, const char *call) {
     if (r == ncclSuccess) return;
     char why[512];
@@ -52,13 +54,68 @@ int dist_nccl_init(int rank, int size, int local_rank) {
 }
 
 void dist_nccl_sum(real *x, long n) {
-    ncclDataType_t t = sizeof(real) == sizeof(double) ? ncclFloat64 : ncclFloat32;
-    nccl_check(ncclAllReduce(x, x, (size_t)n, t, ncclSum, g_comm, sg_stream()), "ncclAllReduce");
+    nccl_check(ncclAllReduce(x, x, (size_t)n, real_type(), ncclSum, g_comm, sg_stream()), "ncclAllReduce");
+}
+
+void dist_nccl_sum_scatter(real *x, long part) {
+    /* in place when the receive buffer is the rank's part of the send buffer */
+    int rank;
+    nccl_check(ncclCommUserRank(g_comm, &rank), "ncclCommUserRank");
+    nccl_check(ncclReduceScatter(x, x + (size_t)rank * part, (size_t)part, real_type(), ncclSum, g_comm, sg_stream()),
+               "ncclReduceScatter");
+}
+
+void dist_nccl_allgather(real *x, long part) {
+    int rank;
+    nccl_check(ncclCommUserRank(g_comm, &rank), "ncclCommUserRank");
+    nccl_check(ncclAllGather(x + (size_t)rank * part, x, (size_t)part, real_type(), g_comm, sg_stream()),
+               "ncclAllGather");
+}
+
+static void cuda_check(cudaError_t e, const char *call) {
+    if (e == cudaSuccess) return;
+    char why[512];
+    snprintf(why, sizeof why, "%s failed: %s", call, cudaGetErrorString(e));
+    dist_abort(1, why);
+}
+
+/* NCCL's own stream, and the events that order it against the op stream */
+static cudaStream_t g_side;
+static cudaEvent_t g_queued, g_summed;
+static int g_pending;
+
+void dist_nccl_isum(real *x, long n) {
+    if (!g_side) {
+        cuda_check(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        cuda_check(cudaEventCreateWithFlags(&g_queued, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        cuda_check(cudaEventCreateWithFlags(&g_summed, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
+    /* the sum starts once the ops queued so far (which wrote x) are done;
+     * an event records the op stream's position when it is recorded, so one
+     * event serves every bucket */
+    cuda_check(cudaEventRecord(g_queued, sg_stream()), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(g_side, g_queued, 0), "cudaStreamWaitEvent");
+    nccl_check(ncclAllReduce(x, x, (size_t)n, real_type(), ncclSum, g_comm, g_side), "ncclAllReduce");
+    g_pending = 1;
+}
+
+void dist_nccl_join(void) {
+    if (!g_pending) return;
+    cuda_check(cudaEventRecord(g_summed, g_side), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(sg_stream(), g_summed, 0), "cudaStreamWaitEvent");
+    g_pending = 0;
 }
 
 void dist_nccl_finalize(void) {
     if (!g_comm) return;
     cudaStreamSynchronize(sg_stream());
+    if (g_side) {
+        cudaStreamSynchronize(g_side);
+        cudaEventDestroy(g_queued);
+        cudaEventDestroy(g_summed);
+        cudaStreamDestroy(g_side);
+        g_side = NULL;
+    }
     ncclCommDestroy(g_comm);
     g_comm = NULL;
 }

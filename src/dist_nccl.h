@@ -15,6 +15,16 @@ int dist_nccl_init(int rank, int size, int local_rank);
  * stream of every op (sg_stream()): it follows the backward and precedes
  * the optimizer without the host waiting. */
 void dist_nccl_sum(real *x, long n);
+/* dist_isum_real and dist_isum_wait (dist.h) for device buffers: the sum
+ * runs on a second stream, after the ops queued before the call and
+ * concurrently with those queued after it; join makes the op stream wait
+ * for every sum started so far. */
+void dist_nccl_isum(real *x, long n);
+void dist_nccl_join(void);
+/* ZeRO-1 (dist_sum_scatter_real, dist_allgather_real) on device buffers of
+ * size x N parts, in place: rank r's part is x[r part, (r+1) part). */
+void dist_nccl_sum_scatter(real *x, long part);
+void dist_nccl_allgather(real *x, long part);
 void dist_nccl_finalize(void);
 
 #endif

@@ -193,9 +193,36 @@ oom:
     return -1;
 }
 
-int model_shard_optim(Model *m, long off, long len, char *err, size_t errlen) {
+/* params and grads to flat_len elements, the tail zero (model_shard_optim) */
+static int pad_flat(Model *m, long flat_len) {
+    if (flat_len <= m->n_params) return 0;
+    real *p = alloc_zero(flat_len), *g = alloc_zero(flat_len);
+    if (!p || !g) {
+        op_free(p);
+        op_free(g);
+        return -1;
+    }
+    op_free(m->grads);
+    m->grads = g;
+    if (m->h_params == m->params) {
+        op_free(m->params);
+        m->params = m->h_params = p;
+    } else { /* the host mirror keeps n_params elements */
+        op_free(m->params);
+        m->params = p;
+    }
+    bind(m, m->params, &m->p);
+    bind(m, m->grads, &m->g);
+    return 0;
+}
+
+int model_shard_optim(Model *m, long off, long len, long flat_len, char *err, size_t errlen) {
     if (off < 0 || len < 0 || off + len > m->n_params) {
         snprintf(err, errlen, "AdamW shard [%ld, %ld) is outside the %ld parameters", off, off + len, m->n_params);
+        return -1;
+    }
+    if (pad_flat(m, flat_len)) {
+        snprintf(err, errlen, "out of memory padding the parameters and gradients to %ld elements", flat_len);
         return -1;
     }
     if (m->h_adam_m != m->adam_m) free(m->h_adam_m);
@@ -486,6 +513,19 @@ void model_logits(Model *m, const int32_t *inputs, int B, real *logits) {
 
 /* ---- backward ----------------------------------------------------------- */
 
+/* Where layer l's tensors start in the flat vector; l = L gives the final
+ * LayerNorm's start (the table is laid out embeddings, layers 0..L-1, ln_f). */
+static long layer_start(const Model *m, int l) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].layer == l || (l == m->L && !strcmp(m->tensors[i].name, "ln_f.weight")))
+            return m->tensors[i].offset;
+    return m->n_params;
+}
+
+static void grads_done(const Model *m, long off, long end) {
+    if (m->grad_hook) m->grad_hook->ready(m->grad_hook->ctx, off, end - off);
+}
+
 void model_backward(Model *m) {
     int B = m->B, C = m->C, T = m->T, Tp = m->Tp, N = B * Tp;
     Acts *a = &m->a;
@@ -495,6 +535,7 @@ void model_backward(Model *m) {
     op_zero(dxf, sizeof(real) * (size_t)B * T * C);
     PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
                      a->lnf_rstd, B * T, C));
+    grads_done(m, layer_start(m, m->L), m->n_params);
     if (a->dxf) {
         op_zero(a->dres, sizeof(real) * (size_t)N * C);
         for (int b = 0; b < B; b++)
@@ -533,8 +574,10 @@ void model_backward(Model *m) {
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
                          la->ln1_rstd, N, C));
+        grads_done(m, layer_start(m, l), layer_start(m, l + 1));
     }
     PROF(PROF_EMBED, 0, op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C));
+    grads_done(m, 0, layer_start(m, 0));
 }
 
 void model_zero_grad(Model *m) { op_zero(m->grads, sizeof(real) * (size_t)m->n_params); }

@@ -98,6 +98,19 @@ typedef struct {
     const real *layer0_qkv;
 } ForwardHooks;
 
+/* model_backward announces each range of the flat gradient vector whose
+ * values it has finished: ready(ctx, off, len) means grads[off, off + len)
+ * receives nothing more from this backward, so data parallelism may start
+ * summing it over ranks while earlier layers are still being differentiated
+ * (src/grad_sync.c).  The ranges are disjoint, contiguous, arrive in
+ * descending order and cover [0, n_params) exactly once: the final
+ * LayerNorm (the vector's tail), layers L-1 .. 0, then the embeddings (its
+ * head, which the classifier and the embedding backward both feed). */
+typedef struct {
+    void (*ready)(void *ctx, long off, long len);
+    void *ctx;
+} GradHook;
+
 typedef struct Model {
     Config cfg;
     const Arm *arm;
@@ -121,6 +134,7 @@ typedef struct Model {
     real *act_mem;
     int32_t *inputs, *targets; /* [B*T] copies of the current batch */
     const ForwardHooks *hooks; /* NULL outside the analyses */
+    const GradHook *grad_hook; /* NULL unless the gradient sum overlaps the backward */
 } Model;
 
 /* Builds the tensor table and allocates parameters, gradients and AdamW
@@ -129,8 +143,12 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen);
 /* Replaces the AdamW state by state for params[off, off + len) only, zeroed
  * (ZeRO-1: this rank's shard).  Call it right after model_build: the
  * full-size moments were never written, and on the CPU backend large ones
- * are fresh calloc'd pages that held no memory.  0, or -1 with a message. */
-int model_shard_optim(Model *m, long off, long len, char *err, size_t errlen);
+ * are fresh calloc'd pages that held no memory.  With flat_len > n_params
+ * the params and grads buffers grow to flat_len elements (a zero tail), so
+ * that collectives with equal parts per rank (NCCL's reduce-scatter and
+ * all-gather, dist_padded) address every part in place; n_params and the
+ * host mirror stay as they are.  0, or -1 with a message. */
+int model_shard_optim(Model *m, long off, long len, long flat_len, char *err, size_t errlen);
 /* The tensor table alone, no buffers: counts and layouts of any tier. */
 int model_describe(Model *m, const Config *c, char *err, size_t errlen);
 void model_free(Model *m);

@@ -26,6 +26,7 @@
 #include "dist.h"
 #include "eval.h"
 #include "fsutil.h"
+#include "grad_sync.h"
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
@@ -312,6 +313,7 @@ static int run_loop(Run *r, long start) {
     double t0 = now_s(), last_val = NAN;
     double step_s = 0, comm_s = 0; /* SG_DIST_TIMES: steps, and the gradient and parameter collectives in them */
     long timed_steps = 0;
+    int buckets = 0; /* gradient sums started during the last backward (grad_sync.h) */
     long step = start;
     int status = TRAIN_OK;
     progress_init(&r->prog, dist_root() ? stderr : NULL, c->iters);
@@ -322,15 +324,22 @@ static int run_loop(Run *r, long start) {
         double loss = 0;
         /* this rank's share of the global batch (dist.h) */
         int k0 = dist()->rank * A / dist()->size, k1 = (dist()->rank + 1) * A / dist()->size;
+        /* with several ranks and no sharding, the last micro-batch's
+         * backward starts the gradient sums as layers finish (grad_sync.h) */
+        int overlap = dist()->size > 1 && !r->sharded && c->bucket_mb > 0;
+        GradSync sync;
         for (int k = k0; k < k1; k++) {
             sampler_train_rows(&r->data, (uint64_t)c->seed, (uint64_t)step, (uint64_t)k * Bm, Bm, win);
             split_windows(win, Bm, T, in, tg);
             loss += model_forward(m, in, tg, Bm, 1, dscale);
+            if (overlap && k == k1 - 1) grad_sync_begin(&sync, m, grad_sync_bucket(c->bucket_mb));
             model_backward(m);
         }
         double tc = now_s();
         if (r->sharded) /* each rank needs the sum of its shard only (optim.h) */
             dist_sum_scatter_real(m->grads, m->n_params);
+        else if (overlap)
+            buckets = grad_sync_end(&sync, m);
         else if (dist()->size > 1)
             dist_sum_real(m->grads, m->n_params);
         if (dist()->size > 1) loss = dist_sum_double(loss);
@@ -433,12 +442,16 @@ static int run_loop(Run *r, long start) {
         /* each rank's own view: a slow rank waits less than the others */
         double wait_s, xfer_s;
         dist_times(&wait_s, &xfer_s);
+        char overlap_note[96] = "";
+        if (buckets)
+            snprintf(overlap_note, sizeof overlap_note, "; the sum in %d bucket%s started during the backward",
+                     buckets, buckets == 1 ? "" : "s");
         fprintf(stderr,
                 "sgtrain: rank %d of %d: %ld steps, %.2f ms a step; gradient%s collectives %.2f ms a step (%.1f%%): "
-                "%.2f ms waiting for the slowest rank, %.2f ms transfer (%.1f%%)\n",
+                "%.2f ms waiting for the slowest rank, %.2f ms transfer (%.1f%%)%s\n",
                 dist()->rank, dist()->size, timed_steps, 1e3 * step_s / timed_steps,
                 r->sharded ? " and parameter" : "", 1e3 * comm_s / timed_steps, 100 * comm_s / step_s,
-                1e3 * wait_s / timed_steps, 1e3 * xfer_s / timed_steps, 100 * xfer_s / step_s);
+                1e3 * wait_s / timed_steps, 1e3 * xfer_s / timed_steps, 100 * xfer_s / step_s, overlap_note);
     }
     free(win);
     free(in);
@@ -486,12 +499,6 @@ int train_run(const Config *c) {
     }
     if (c->zero && dist()->size > 1) {
         /* identical on every rank, so every rank refuses alike */
-        if (!op_host_memory()) {
-            if (dist_root())
-                fprintf(stderr, "sgtrain: zero 1 shards the AdamW state on the CPU backend only; in this (CUDA) "
-                                "build every GPU keeps the whole state: set --zero 0\n");
-            goto done;
-        }
         if (r.m.n_params > INT_MAX) {
             if (dist_root())
                 fprintf(stderr, "sgtrain: zero 1: %ld parameters are more than MPI's int counts address "
@@ -501,7 +508,8 @@ int train_run(const Config *c) {
         }
         long off, len;
         dist_part(r.m.n_params, dist()->rank, &off, &len);
-        int bad = model_shard_optim(&r.m, off, len, err, sizeof err) != 0;
+        /* padded for NCCL's equal parts; MPI ignores the tail */
+        int bad = model_shard_optim(&r.m, off, len, dist_padded(r.m.n_params), err, sizeof err) != 0;
         if (bad) fprintf(stderr, "sgtrain: rank %d: %s\n", dist()->rank, err);
         if (dist_max_long(bad)) goto done; /* all stop, or the others would wait in a collective */
         r.sharded = 1;

@@ -3,7 +3,10 @@
  *  - the arms' limits: offbyone == sinklogit with b_h = 0 (exactly),
  *    sinklogit -> baseline as b_h -> -inf, normgate and renorm -> baseline as
  *    tau -> -inf, projgate -> baseline as its bias -> +inf;
- *  - one batch equals the same batch in micro-batches with accumulation. */
+ *  - one batch equals the same batch in micro-batches with accumulation;
+ *  - the backward's gradient announcements (GradHook, for the overlapped sum
+ *    over ranks) cover the vector once, in order, and each announced range
+ *    already holds its final values. */
 #include <math.h>
 
 #include "check.h"
@@ -172,11 +175,60 @@ static void test_accumulation(const char *arm) {
     model_free(&m);
 }
 
+typedef struct {
+    const Model *m;
+    real *snap; /* each range's values when it was announced */
+    long next;  /* where the next range must end */
+    int n, ok;
+} Announced;
+
+static void record(void *ctx, long off, long len) {
+    Announced *a = ctx;
+    a->ok &= off >= 0 && len > 0 && off + len == a->next;
+    if (off >= 0 && off + len <= a->m->n_params) memcpy(a->snap + off, a->m->grads + off, sizeof(real) * len);
+    a->next = off;
+    a->n++;
+}
+
+static void test_grad_ranges(const char *arm) {
+    char err[256];
+    Config c = tiny_config(arm, 1);
+    Model m;
+    model_build(&m, &c, err, sizeof err);
+    tiny_randomize(&m, 5);
+    int32_t in[B * 5], tg[B * 5];
+    tiny_batch(&m, B, 3, in, tg);
+    Announced a = {&m, calloc((size_t)m.n_params, sizeof(real)), m.n_params, 0, 1};
+    GradHook hook = {record, &a};
+    model_zero_grad(&m);
+    /* a first micro-batch accumulates without announcements, as training does */
+    model_forward(&m, in, tg, 2, 1, (real)0.1);
+    model_backward(&m);
+    model_forward(&m, in + 2 * m.T, tg + 2 * m.T, 2, 1, (real)0.1);
+    m.grad_hook = &hook;
+    model_backward(&m);
+    m.grad_hook = NULL;
+    CHECK(a.ok && a.next == 0, "%s: ranges descend contiguously from %ld to 0 (reached %ld)", arm, m.n_params,
+          a.next);
+    CHECK(a.n == m.L + 2, "%s: %d ranges: the final LayerNorm, %d layers, the embeddings", arm, a.n, m.L);
+    long differ = 0, nonzero = 0;
+    for (long i = 0; i < m.n_params; i++) {
+        differ += memcmp(&a.snap[i], &m.grads[i], sizeof(real)) != 0;
+        nonzero += m.grads[i] != 0;
+    }
+    CHECK(differ == 0 && nonzero > m.n_params / 2,
+          "%s: every announced range already held its final gradient (%ld of %ld differ; %ld non-zero)", arm,
+          differ, m.n_params, nonzero);
+    free(a.snap);
+    model_free(&m);
+}
+
 int main(void) {
     check_name = "model";
     test_counts();
     test_limits();
     test_projgate_limit();
     for (int a = 0; a < arm_count(); a++) test_accumulation(arm_at(a)->name);
+    for (int a = 0; a < arm_count(); a++) test_grad_ranges(arm_at(a)->name);
     return check_finish();
 }

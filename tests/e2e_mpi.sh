@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data parallelism on the CPU with Open MPI: 1, 2 and 4 ranks train the same
-# run (same losses to 1e-6 relative), rank 0 alone writes the run
-# directory, a run resumes with another number of ranks, ZeRO-1 sharding of
+# run (same losses to 1e-6 relative), with the gradient sum overlapping the
+# backward or after it, rank 0 alone writes the run directory, a run resumes with another number of ranks, ZeRO-1 sharding of
 # the AdamW state trains the same run and resumes across rank counts and
 # with sharding on or off, a signal stops
 # every rank at the same step with a checkpoint, a killed rank ends the job
@@ -39,6 +39,19 @@ done
 check 'grep -q "\"ranks\": 4" $W/r4/result.json && grep -q "\"ranks\": 1" $W/r1/result.json' "result.json records the ranks"
 check '[ "$(grep -c . $W/r4/metrics.jsonl)" = "$(grep -c . $W/r1/metrics.jsonl)" ] && [ "$(grep -c "^done:" $W/r4.log)" = 1 ]' "rank 0 alone writes metrics and the summary"
 check 'grep -q ", 4 ranks" $W/r4.log' "the banner names the rank count"
+
+# the gradient sum overlaps the last backward: buckets of whole layers are
+# summed as they finish (a 1 KiB bucket: one per layer), or in one bucket
+# (the 25 MiB default), or after the backward (--bucket_mb 0)
+timeout 120 $MPI -n 2 -x SG_DIST_TIMES=1 "$SG" $T --bucket_mb 0.001 --out "$W/o2" 2>"$W/o2.log"; rc=$?
+timeout 120 $MPI -n 2 "$SG" $T --bucket_mb 0 --out "$W/n2" 2>/dev/null; rc0=$?
+check '[ $rc -eq 0 ] && [ $rc0 -eq 0 ] && [ -n "$(json_crc "$W/o2")" ] && [ "$(json_crc "$W/o2")" = "$(json_crc "$W/r2")" ] && [ "$(json_crc "$W/n2")" = "$(json_crc "$W/r2")" ]' "2 ranks: the sum in per-layer buckets during the backward, in one bucket, and after the backward end with bitwise equal parameters ($(json_crc "$W/o2") $(json_crc "$W/r2") $(json_crc "$W/n2"))"
+check 'grep -qE "rank 0 of 2: .*; the sum in [3-9] buckets started during the backward" $W/o2.log' "SG_DIST_TIMES counts the buckets: $(grep -o "the sum in.*" $W/o2.log | head -n 1)"
+timeout 120 $MPI -n 4 "$SG" $T --bucket_mb 0.001 --out "$W/o4" 2>/dev/null; rc=$?
+w=$(worst "$W/r1" "$W/o4")
+check '[ $rc -eq 0 ] && [ "${w% *}" = 33 ] && awk -v e="${w#* }" "BEGIN { exit !(e <= 1e-6) }"' "4 ranks, per-layer buckets: every loss within 1e-6 of one process ($w)"
+expect 2 "bucket_mb: expected a number >= 0" -- "$SG" $T --bucket_mb -1 --out "$W/o9"
+check '[ ! -e "$W/o9" ]' "a negative bucket size writes nothing"
 
 # a run resumes with another number of ranks: 2 ranks stop at step 12, 1 and then 4 finish
 timeout 120 $MPI -n 2 "$SG" $T --stop_at 12 --out "$W/rs" 2>/dev/null; rc=$?

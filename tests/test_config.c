@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 33, "33 fields, got %d", n);
+    CHECK(n == 34, "34 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -82,15 +82,16 @@ static void test_fields(void) {
     CHECK(config_field("n_embd")->offset == offsetof(Config, n_embd), "n_embd offset");
 
     /* Fields that do not change what is trained (and may change on resume). */
-    const char *io[] = {"data", "out", "ckpt_every", "log_every", "threads", "val_every", "val_batches", "stop_at", "zero"};
+    const char *io[] = {"data", "out", "ckpt_every", "log_every", "threads", "val_every", "val_batches", "stop_at", "zero",
+                        "bucket_mb"};
     int nio = 0;
     for (int i = 0; i < n; i++) {
         int is_io = 0;
-        for (int k = 0; k < 9; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
+        for (int k = 0; k < 10; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
         nio += is_io;
         CHECK(f[i].role == (is_io ? CF_IO : CF_RUN), "%s role", f[i].key);
     }
-    CHECK(nio == 9, "nine io fields");
+    CHECK(nio == 10, "ten io fields");
 }
 
 static void check_common(const Config *c, const char *tier) {

@@ -21,7 +21,9 @@
 #     seconds per injection pass on both sides; BENCH_ANALYSIS_* settings.
 #  6. `sgtrain toy`: the whole of Figure 3 (4 loads x 5 arms x 2 conditions
 #     x 3 seeds, 4000 steps each); the goal is under 15 minutes on 2 cores.
-# BENCH_ONLY=train|torch|tok|report|analysis|toy runs one part.
+#  7. Data parallelism: 1 and 2 ranks, the gradient sum after the backward
+#     or overlapped with it (tests/bench/bench_dist.sh).
+# BENCH_ONLY=train|torch|tok|report|analysis|toy|dist runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -133,6 +135,9 @@ if part toy; then
     else
         echo "sgtrain toy: FAILED"; afail=1
     fi
+fi
+if part dist; then
+    OUT=$OUT bash tests/bench/bench_dist.sh "$B" || afail=1
 fi
 echo "results in $OUT"
 [ "$fail" = 0 ] || { echo "tokenizer benchmark: FAILED (token streams differ or a run failed; see above)"; exit 1; }
