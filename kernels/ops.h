@@ -31,7 +31,10 @@ extern "C" { /* the CUDA backend implements these in .cu files */
 /* out[M,N] = inp[M,K] W[N,K]^T */
 void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
 /* dinp[M,K] = dout[M,N] W[N,K]   (dinp may be NULL)
- * dw[N,K]  += dout^T inp          (acc) */
+ * dw[N,K]  += dout^T inp          (acc)
+ * inp must hold what it held when op_matmul_fwd last read it, if it did
+ * (autograd's order): a backend may reuse the low-precision copy of inp
+ * that its forward made (kernels/cuda/matmul.cu). */
 void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
                    const real *w, int M, int K, int N);
 
@@ -212,6 +215,9 @@ void op_upload(void *dev, const void *host, size_t bytes);
 void op_download(void *host, const void *dev, size_t bytes);
 void op_copy(void *dst, const void *src, size_t bytes); /* between op buffers */
 void op_zero(void *p, size_t bytes);
+/* Waits until every op queued so far has finished (nothing to wait for on
+ * the CPU): profiling (src/profile.h) times an op only between two. */
+void op_sync(void);
 /* 1 when op buffers are host memory (the host may read and write them). */
 int op_host_memory(void);
 /* "cpu" or "cuda (device name)" */

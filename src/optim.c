@@ -16,6 +16,7 @@ double lr_at(const Config *c, long step) {
 
 double optim_step(Model *m, long step, double lr) {
     const Config *c = &m->cfg;
+    if (prof_on) op_sync();
     double t0 = prof_on ? prof_now() : 0;
     long lo = m->opt_off, hi = m->opt_off + m->opt_len;
     /* ||g||^2 is a sum over elements: the shards' sums of squares add up to
@@ -39,6 +40,9 @@ double optim_step(Model *m, long step, double lr) {
         op_adamw(m->params + a, m->adam_m + (a - lo), m->adam_v + (a - lo), m->grads + a, b - a, lr, c->beta1,
                  c->beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0, step + 1, scale);
     }
-    if (prof_on) prof_secs[PROF_OPTIMIZER] += prof_now() - t0;
+    if (prof_on) {
+        op_sync();
+        prof_secs[PROF_OPTIMIZER] += prof_now() - t0;
+    }
     return norm;
 }

@@ -1,9 +1,14 @@
-/* Where a training step's time goes, by op category, for `make bench`.
- * Off by default; when off, PROF costs one predictable branch per op call. */
+/* Where a training step's time goes, by op category, for `make bench` and
+ * `make bench-gpu`.  Off by default; when off, PROF costs one predictable
+ * branch per op call.  When on, each op is bracketed by op_sync: on a GPU
+ * the ops are queued asynchronously, and only a wait on both sides gives
+ * the op's own time (at the cost of the overlap between ops). */
 #ifndef SG_PROFILE_H
 #define SG_PROFILE_H
 
 #include <time.h>
+
+#include "ops.h"
 
 typedef enum {
     PROF_MATMUL,     /* linear layers, forward and backward (BLAS) */
@@ -32,8 +37,10 @@ static inline double prof_now(void) {
 #define PROF(cat, flops, call)                               \
     do {                                                     \
         if (prof_on) {                                       \
+            op_sync();                                       \
             double prof_t0_ = prof_now();                    \
             call;                                            \
+            op_sync();                                       \
             prof_secs[cat] += prof_now() - prof_t0_;         \
             prof_flops[cat] += (double)(flops);              \
         } else {                                             \

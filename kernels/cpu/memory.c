@@ -19,4 +19,5 @@ void op_zero(void *p, size_t bytes) {
     if (bytes) memset(p, 0, bytes);
 }
 int op_host_memory(void) { return 1; }
+void op_sync(void) {}
 const char *op_backend(void) { return "cpu"; }

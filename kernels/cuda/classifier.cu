@@ -10,10 +10,15 @@
  * Rows go through in chunks of CLS_CHUNK so that N x V logits never exist at
  * once: a chunk's logits are computed (one GEMM), turned into dlogits by one
  * block per row, and consumed by the two backward GEMMs before the next
- * chunk.  Only the V real classes enter any GEMM or the softmax: the GEMMs
- * run over V rows of wte (the padded rows Vp > V are never read, and their
- * dwte rows are never written); the chunk buffers keep the row pitch Vp,
- * which keeps every row aligned.
+ * chunk.  Only the V real classes enter the softmax.  The bf16 GEMMs run
+ * over all Vp rows: GPT-2's V = 50257 is odd, and a GEMM dimension that is
+ * not a multiple of 8 bf16 elements rules out cuBLAS's vectorised
+ * tensor-core kernels: on an H200 the classifier took 14.4 ms of a 124M
+ * step with m and k = V, and takes 4.4 ms with Vp (docs/cuda.md).  The bf16 copy of wte has zero rows past
+ * V (whatever the fp32 padding holds) and the dlogits are zero in the padded
+ * columns, so the padded logits are 0, the padded columns add exactly 0 to
+ * dx, and the padded dwte rows receive +0.  The fp32 build keeps m and k = V
+ * (it reads wte itself, and its padding is not assumed to be zero).
  *
  * Precision.  By default the GEMMs read bf16 copies of x, wte and dlogits
  * (cast on the fly into scratch) and accumulate in fp32 (CUBLAS_COMPUTE_32F),
@@ -56,9 +61,10 @@ typedef __nv_bfloat16 gin_t;
 __device__ __forceinline__ void store_gin(float *p, float x) { *p = x; }
 __device__ __forceinline__ void store_gin(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
-__global__ void cast_kernel(gin_t *__restrict__ out, const float *__restrict__ in, long n) {
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        store_gin(out + i, in[i]);
+/* out[i] = in[i] for i < n, 0 for n <= i < n_out */
+__global__ void cast_kernel(gin_t *__restrict__ out, const float *__restrict__ in, long n, long n_out) {
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n_out; i += (long)gridDim.x * blockDim.x)
+        store_gin(out + i, i < n ? in[i] : 0.f);
 }
 
 /* (m1, s1) <- the pair for the union of two sets of exponentials, where
@@ -72,11 +78,12 @@ __device__ __forceinline__ void lse_combine(float &m1, double &s1, float m2, dou
 
 /* One block per row i of the chunk.  z[i*ldz + j], j < V: the logits.
  * Writes rowloss[i] (double), losses[i] (if given) and, when dz is not NULL,
- * dz[i*ldz + j] for j < V (dz may be z itself: every element is read by the
- * thread that overwrites it, and z[y] is read before the first barrier). */
+ * dz[i*ldz + j] for j < V, and 0 for V <= j < Vg (the padded columns the
+ * GEMMs read); dz may be z itself: every element is read by the thread that
+ * overwrites it, and z[y] is read before the first barrier. */
 __global__ void __launch_bounds__(CLS_THREADS)
 cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
-                   float *__restrict__ losses, const int32_t *__restrict__ targets, int V,
+                   float *__restrict__ losses, const int32_t *__restrict__ targets, int V, int Vg,
                    int ldz, float dscale) {
     __shared__ float m_sh[CLS_THREADS];
     __shared__ double s_sh[CLS_THREADS];
@@ -129,6 +136,7 @@ cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
         if (j == y) e -= dscale;
         store_gin(di + j, e);
     }
+    for (int j = V + tid; j < Vg; j += CLS_THREADS) store_gin(di + j, 0.f);
 }
 
 /* *out = sum of x[0..n) in a fixed order: thread t adds t, t+1024, ...,
@@ -156,18 +164,20 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
                               CUBLAS_GEMM_DEFAULT));
 }
 
-/* The GEMM operand for n fp32 values: a bf16 copy in `buf`, or the values
- * themselves in the fp32 build. */
-static const gin_t *gemm_input(gin_t *buf, const float *src, long n) {
+/* The GEMM operand for n fp32 values, zero-extended to n_out: a bf16 copy
+ * in `buf`, or the values themselves in the fp32 build (which never asks
+ * for an extension). */
+static const gin_t *gemm_input(gin_t *buf, const float *src, long n, long n_out) {
 #ifdef SG_CLASSIFIER_FP32
     (void)buf;
     (void)n;
+    (void)n_out;
     return src;
 #else
-    if (n > 0) {
-        long blocks = (n + 255) / 256;
+    if (n_out > 0) {
+        long blocks = (n_out + 255) / 256;
         if (blocks > 65536) blocks = 65536;
-        cast_kernel<<<(unsigned)blocks, 256, 0, sg_stream()>>>(buf, src, n);
+        cast_kernel<<<(unsigned)blocks, 256, 0, sg_stream()>>>(buf, src, n, n_out);
         CUDA_LAUNCHED();
     }
     return buf;
@@ -177,10 +187,11 @@ static const gin_t *gemm_input(gin_t *buf, const float *src, long n) {
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 /* In the row-major terms of ops.h, with cuBLAS's column-major view of a
- * row-major [r, c] matrix being [c, r]:
- *   z[n, Vp]  = x[n, C] wte[V, C]^T    -> gemm(T, N, V, n, C;  wte ld C, x ld C;  z ld Vp)
- *   dx[n, C]  = dz[n, V] wte[V, C]     -> gemm(N, N, C, n, V;  wte ld C, dz ld Vp; dx ld C)
- *   dwte[V,C] += dz[n, V]^T x[n, C]    -> gemm(N, T, C, V, n;  x ld C, dz ld Vp;  dwte ld C) */
+ * row-major [r, c] matrix being [c, r], and Vg the classes the GEMMs cover
+ * (Vp in the bf16 build, V in the fp32 one):
+ *   z[n, Vp]  = x[n, C] wte[Vg, C]^T   -> gemm(T, N, Vg, n, C;  wte ld C, x ld C;  z ld Vp)
+ *   dx[n, C]  = dz[n, Vg] wte[Vg, C]   -> gemm(N, N, C, n, Vg;  wte ld C, dz ld Vp; dx ld C)
+ *   dwte[Vg,C] += dz[n, Vg]^T x[n, C]  -> gemm(N, T, C, Vg, n;  x ld C, dz ld Vp;  dwte ld C) */
 extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *x, const real *wte,
                                 const int32_t *targets, int N, int C, int V, int Vp,
                                 real dscale) {
@@ -199,8 +210,13 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
     const size_t db = 0, wb = 0, xb = 0;
 #else
     const size_t db = grad ? align256(sizeof(gin_t) * (size_t)chunk * Vp) : 0;
-    const size_t wb = align256(sizeof(gin_t) * (size_t)V * C);
+    const size_t wb = align256(sizeof(gin_t) * (size_t)Vp * C);
     const size_t xb = align256(sizeof(gin_t) * (size_t)chunk * C);
+#endif
+#ifdef SG_CLASSIFIER_FP32
+    const int Vg = V;
+#else
+    const int Vg = Vp;
 #endif
     char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, zb + lb + 256 + db + wb + xb);
     float *z = (float *)s;
@@ -217,16 +233,16 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
     gin_t *wbuf = (gin_t *)(s + zb + lb + 256 + db);
     gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + db + wb);
 
-    const gin_t *w = gemm_input(wbuf, wte, (long)V * C);
+    const gin_t *w = gemm_input(wbuf, wte, (long)V * C, (long)Vg * C);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int n = N - r0 < chunk ? N - r0 : chunk;
-        const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C);
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, V, n, C, w, C, xc, C, 0.f, z, Vp);
+        const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C, (long)n * C);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vg, n, C, w, C, xc, C, 0.f, z, Vp);
         cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
-                                                      targets + r0, V, Vp, dscale);
+                                                      targets + r0, V, Vg, Vp, dscale);
         CUDA_LAUNCHED();
-        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, n, V, w, C, dz, Vp, 0.f, dx + (size_t)r0 * C, C);
-        if (dwte) gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, V, n, xc, C, dz, Vp, 1.f, dwte, C);
+        if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, n, Vg, w, C, dz, Vp, 0.f, dx + (size_t)r0 * C, C);
+        if (dwte) gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, Vg, n, xc, C, dz, Vp, 1.f, dwte, C);
     }
     sum_double_kernel<<<1, SUM_THREADS, 0, st>>>(total, rowloss, N);
     CUDA_LAUNCHED();
@@ -246,7 +262,7 @@ extern "C" void op_logits(real *logits, const real *x, const real *wte, int N, i
     char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, wb + sizeof(gin_t) * (size_t)N * C);
     gin_t *wbuf = (gin_t *)s, *xbuf = (gin_t *)(s + wb);
 #endif
-    const gin_t *w = gemm_input(wbuf, wte, (long)Vp * C);
-    const gin_t *xx = gemm_input(xbuf, x, (long)N * C);
+    const gin_t *w = gemm_input(wbuf, wte, (long)Vp * C, (long)Vp * C);
+    const gin_t *xx = gemm_input(xbuf, x, (long)N * C, (long)N * C);
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vp, N, C, w, C, xx, C, 0.f, logits, Vp);
 }

@@ -43,6 +43,9 @@ cublasHandle_t sg_cublas(void); /* bound to sg_stream() */
 /* A scratch buffer of at least `bytes` on the device, reused across calls
  * (grown when needed); valid until the next sg_scratch call with the same slot. */
 void *sg_scratch(int slot, size_t bytes);
+/* The matmuls forget the bf16 copies they keep for the backward (matmul.cu):
+ * called when any op buffer is freed. */
+void sg_matmul_forget(void);
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,7 @@
  * One warp per row; row statistics in fp32 with a two-pass variance (the
  * row is re-read from L1/L2, not cancelled in one pass).  dw/db: each block
  * writes per-column partial sums over its rows, and a second kernel adds
- * the partials in block order: deterministic, no atomics. */
+ * the partials in a fixed order: deterministic, no atomics. */
 #include "cuda_common.h"
 
 enum { WARPS = 8, ROWS_PER_BLOCK = 64 };
@@ -100,14 +100,22 @@ __global__ void ln_bwd_part_k(float *part, const float *dout, const float *inp, 
     }
 }
 
+/* One warp per column: lane l adds the partials of blocks l, l + 32, ... in
+ * order, then a fixed butterfly.  (One thread per column summing all the
+ * blocks in turn left C threads doing nblk dependent loads each: at N = 8192
+ * rows, 128 loads in a row on 768 threads.  On an H200 LayerNorm's share of
+ * a 10M step went from 2.50 to 2.23 ms; at 124M it stayed at 2.9 ms.) */
 __global__ void ln_bwd_sum_k(float *dw, float *db, const float *part, int nblk, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (c >= C) return;
     float sw = 0, sb = 0;
-    for (int k = 0; k < nblk; k++) {
+    for (int k = lane; k < nblk; k += 32) {
         sw += part[(size_t)k * 2 * C + c];
         sb += part[(size_t)k * 2 * C + C + c];
     }
+    sw = warp_sum(sw);
+    sb = warp_sum(sb);
+    if (lane) return;
     dw[c] += sw;
     if (db) db[c] += sb;
 }
@@ -136,6 +144,6 @@ extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dou
     dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
     ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
     CUDA_LAUNCHED();
-    ln_bwd_sum_k<<<sg_blocks(C, 256), 256, 0, sg_stream()>>>(dw, db, part, nblk, C);
+    ln_bwd_sum_k<<<sg_blocks(C, WARPS), WARPS * 32, 0, sg_stream()>>>(dw, db, part, nblk, C);
     CUDA_LAUNCHED();
 }

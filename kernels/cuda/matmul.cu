@@ -9,12 +9,22 @@
  *   dW       dW^T[K,N] += x^T[K,M] . dy[M,N]       A = x, B = dy (transposed), beta = 1
  * cuBLASLt's results are deterministic for a fixed algorithm on one GPU;
  * the algorithm is chosen once per shape and cached, so every step uses
- * the same one. */
+ * the same one.
+ *
+ * The forward keeps its bf16 copy of x for the backward's dW product
+ * (ops.h: op_matmul_bwd reads the inp its forward read).  The model's
+ * matmul inputs (the LayerNorm outputs, the attention output, the GELU
+ * output) are written once per forward and read again only by the
+ * backward, so the backward need not cast them a second time: at the 124M
+ * tier that is 7 N C bf16 elements per layer not re-read as fp32 and
+ * re-written.  A copy is found by the input's address and element count;
+ * op_free forgets every copy (an address may come back for another
+ * buffer), and SG_MATMUL_KEEP=0 turns the reuse off. */
 #include <string.h>
 
 #include "cuda_common.h"
 
-enum { THREADS = 256, CACHE = 64 };
+enum { THREADS = 256, CACHE = 64, KEPT = 256 };
 static const size_t WORKSPACE = 32u << 20;
 
 __global__ void to_bf16_k(__nv_bfloat16 *dst, const float *src, long n) {
@@ -22,11 +32,73 @@ __global__ void to_bf16_k(__nv_bfloat16 *dst, const float *src, long n) {
     if (i < n) dst[i] = __float2bfloat16(src[i]);
 }
 
-static __nv_bfloat16 *as_bf16(int slot, const float *src, long n) {
-    __nv_bfloat16 *dst = (__nv_bfloat16 *)sg_scratch(slot, (size_t)n * sizeof *dst);
+static void cast_into(__nv_bfloat16 *dst, const float *src, long n) {
     to_bf16_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(dst, src, n);
     CUDA_LAUNCHED();
+}
+
+static __nv_bfloat16 *as_bf16(int slot, const float *src, long n) {
+    __nv_bfloat16 *dst = (__nv_bfloat16 *)sg_scratch(slot, (size_t)n * sizeof *dst);
+    cast_into(dst, src, n);
     return dst;
+}
+
+/* The forward's copies, least recently used first out. */
+typedef struct {
+    const float *src; /* NULL: free slot (its buffer may be kept for reuse) */
+    long n;
+    __nv_bfloat16 *copy;
+    size_t cap; /* elements */
+    unsigned long used;
+} Kept;
+
+static Kept g_kept[KEPT];
+static unsigned long g_kept_clock;
+static int g_keep = -1; /* SG_MATMUL_KEEP, read once */
+
+static int keep_on(void) {
+    if (g_keep < 0) {
+        const char *e = getenv("SG_MATMUL_KEEP");
+        g_keep = !(e && e[0] == '0');
+    }
+    return g_keep;
+}
+
+extern "C" void sg_matmul_forget(void) {
+    for (int i = 0; i < KEPT; i++) g_kept[i].src = NULL;
+}
+
+static Kept *kept_find(const float *src, long n) {
+    for (int i = 0; i < KEPT; i++)
+        if (g_kept[i].src == src && g_kept[i].n == n) return &g_kept[i];
+    return NULL;
+}
+
+/* The forward's bf16 copy of x[0, n), kept for the backward. */
+static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
+    Kept *k = kept_find(src, n);
+    if (!k) {
+        k = &g_kept[0];
+        for (int i = 1; i < KEPT && k->src; i++)
+            if (!g_kept[i].src || g_kept[i].used < k->used) k = &g_kept[i];
+        if (k->cap < (size_t)n) {
+            if (k->copy) {
+                CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may read it */
+                CUDA_CHECK(cudaFree(k->copy));
+                k->copy = NULL, k->cap = 0;
+            }
+            if (cudaMalloc(&k->copy, (size_t)n * sizeof *k->copy) != cudaSuccess) {
+                cudaGetLastError(); /* out of memory: cast into scratch as before */
+                k->src = NULL;
+                return NULL;
+            }
+            k->cap = (size_t)n;
+        }
+        k->src = src, k->n = n;
+    }
+    k->used = ++g_kept_clock;
+    cast_into(k->copy, src, n);
+    return k->copy;
 }
 
 typedef struct {
@@ -71,6 +143,14 @@ static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = WORKSPACE;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    /* The heuristic otherwise assumes 256-byte-aligned pointers.  A and B are
+     * bf16 scratch copies (256-byte aligned); C and D are the caller's fp32
+     * tensors, which the model aligns to 64 bytes only (src/model.c). */
+    uint32_t align_ab = 256, align_cd = 64;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab, sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab, sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof align_cd));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof align_cd));
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(sg_cublaslt(), p->op, p->a, p->b, p->c, p->c, pref, 1, &h, &found));
@@ -92,7 +172,8 @@ static void gemm(float *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m
 }
 
 extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N) {
-    const __nv_bfloat16 *x = as_bf16(SCRATCH_BF16_A, inp, (long)M * K);
+    const __nv_bfloat16 *x = keep_on() ? keep_bf16(inp, (long)M * K) : NULL;
+    if (!x) x = as_bf16(SCRATCH_BF16_A, inp, (long)M * K);
     const __nv_bfloat16 *wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
     gemm(out, wb, x, N, M, K, 1, 0, K, K, N, 0);
 }
@@ -105,7 +186,8 @@ extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real
         gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0);
     }
     if (dw) {
-        const __nv_bfloat16 *x = as_bf16(SCRATCH_BF16_B, inp, (long)M * K);
+        const Kept *k = keep_on() ? kept_find(inp, (long)M * K) : NULL;
+        const __nv_bfloat16 *x = k ? k->copy : as_bf16(SCRATCH_BF16_B, inp, (long)M * K);
         gemm(dw, x, dy, K, N, M, 0, 1, K, N, K, 1);
     }
 }

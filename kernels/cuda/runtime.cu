@@ -83,6 +83,7 @@ extern "C" void op_free(void *p) {
     if (!p) return;
     CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
     CUDA_CHECK(cudaFree(p));
+    sg_matmul_forget(); /* the address may come back for another buffer */
 }
 
 /* Host memory here is pageable, so the copies are staged by the driver;
@@ -109,6 +110,7 @@ extern "C" void op_zero(void *p, size_t bytes) {
 }
 
 extern "C" int op_host_memory(void) { return 0; }
+extern "C" void op_sync(void) { CUDA_CHECK(cudaStreamSynchronize(sg_stream())); }
 
 extern "C" const char *op_backend(void) {
     if (!g_name[0]) {

@@ -5,8 +5,9 @@
 #  1. build/cuda/bench_gpu, one process per tier (10M, 124M, 350M; the tier's
 #     micro-batch), baseline and combo2: ms/step, tokens/s, MFU against the
 #     GPU's dense bf16 peak.
-#  2. build/cuda/bench_gpu --no-train: attention forward + backward TFLOP/s
-#     for every arm at the 124M shape.
+#  2. build/cuda/bench_gpu --no-train --matmul: the linear layers' TFLOP/s at
+#     the 124M shapes against one 8192^3 product (the library's own rate),
+#     and attention forward + backward TFLOP/s for every arm at the 124M shape.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
 #     autocast, torch.compile, fused AdamW, SDPA with the head dimension
 #     augmented for the phantom) on the same tiers, micro-batches and arms;
@@ -86,8 +87,8 @@ for tier in $TIERS; do
     run "sinkgate-$tier" $cap 15 "$CB/bench_gpu" --tiers "$tier" --arms "$ARMS" --steps "$STEPS" --warmup 2 \
         --no-attn "${PEAK[@]}" --json "$OUT/sinkgate-$tier.json" || fail=1
 done
-echo "=== sinkgate: attention forward + backward, every arm ==="
-run sinkgate-attention 30 10 "$CB/bench_gpu" --no-train --arms all --json "$OUT/sinkgate-attention.json" || fail=1
+echo "=== sinkgate: linear layers, and attention forward + backward for every arm ==="
+run sinkgate-attention 45 10 "$CB/bench_gpu" --no-train --matmul --arms all --json "$OUT/sinkgate-attention.json" || fail=1
 
 echo "=== PyTorch twin on the same GPU ==="
 tv=$(timeout 60 "$PY" -c 'import sys, torch
@@ -160,6 +161,10 @@ if att and att.get("attention", {}).get("arms"):
     print(f"\nattention fwd+bwd, B {a['B']} T {a['T']} H {a['H']} d {a['d']}: TFLOP/s "
           + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms"].items()))
     summary["attention_tflops"] = {k: v["tflops"] for k, v in a["arms"].items()}
+if att and att.get("matmul"):
+    print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
+          + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))
+    summary["matmul_tflops"] = att["matmul"]
 
 def verdict(ok):
     return "n/a (not measured)" if ok is None else ("MET" if ok else "NOT met")

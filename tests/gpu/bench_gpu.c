@@ -4,7 +4,7 @@
  *
  *   bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all]
  *             [--steps N] [--warmup N] [--micro-batch N] [--peak-tflops X]
- *             [--attn-iters N] [--no-train] [--no-attn] [--json FILE]
+ *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--json FILE]
  *
  * Training: for each tier (config_from_tier, the tier's micro-batch,
  * grad_accum 1) and arm, full steps exactly as src/train.c runs them --
@@ -14,7 +14,10 @@
  * training does).  W warm-up steps (default 2), then N timed steps (default
  * 10) in one window that starts and ends with a device synchronisation (a
  * 4-byte op_download); each step also ends with one, so that the per-step
- * times (min/median) are real.  tokens/s = N * B * T / window.
+ * times (min/median) are real.  tokens/s = N * B * T / window.  Then 2
+ * more steps with profiling on (src/profile.h: every op between two device
+ * synchronisations) split a step's time by op category; those steps are
+ * not in the window.
  *
  * MFU = achieved FLOP/s / the GPU's dense bf16 peak, with
  *   FLOP/token = 6 * (P_nonemb + V*C) + 6 * L * T * C
@@ -109,7 +112,10 @@ typedef struct {
     double ms_step, ms_min, ms_median, tok_s, tflops, mfu;
     double loss_first, loss_last, gnorm_last;
     double setup_s;
+    double prof_ms[PROF_N]; /* per step, from PROFILE_STEPS more steps with each op synchronised */
 } TrainResult;
+
+enum { PROFILE_STEPS = 2 };
 
 static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
     TrainResult r;
@@ -152,6 +158,19 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
         if (s >= warmup) times[s - warmup] = prof_now() - t0;
     }
     window = prof_now() - window0;
+    /* where the time goes: a few more steps with every op bracketed by a
+     * device sync (src/profile.h), after the timed window so they do not
+     * slow it */
+    prof_reset();
+    prof_on = 1;
+    for (int s = 0; s < PROFILE_STEPS; s++) {
+        model_zero_grad(&m);
+        model_forward(&m, in, tg, B, 1, dscale);
+        model_backward(&m);
+        optim_step(&m, warmup + steps + s, LR);
+    }
+    prof_on = 0;
+    for (int k = 0; k < PROF_N; k++) r.prof_ms[k] = 1e3 * prof_secs[k] / PROFILE_STEPS;
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
     r.ms_step = 1e3 * window / steps;
     r.ms_min = 1e3 * times[0];
@@ -190,6 +209,41 @@ static real *dev_rand(long n, double scale, double offset, uint64_t key) {
     op_upload(d, h, sizeof *h * (size_t)n);
     free(h);
     return d;
+}
+
+/* ---- linear layers alone -------------------------------------------------
+ * op_matmul_fwd and op_matmul_bwd (dinp and dW) at the 124M tier's shapes
+ * (8192 rows: B 8 x T 1024), and one 8192^3 product as the library's own
+ * rate: the same op, so the fp32 -> bf16 casts of its operands are in both,
+ * but at 8192^3 they are a small part of the time.  TFLOP/s = 2 M K N per
+ * product (forward 1, backward 2). */
+typedef struct {
+    int M, K, N;
+    const char *what;
+} MmShape;
+
+static double bench_matmul(const MmShape *sh, int iters, double *bwd_tflops) {
+    long M = sh->M, K = sh->K, N = sh->N;
+    real *x = dev_rand(M * K, 1.0, 0.0, 21), *w = dev_rand(N * K, 0.02, 0.0, 22), *dy = dev_rand(M * N, 1.0, 0.0, 23);
+    real *y = op_alloc(sizeof(real) * (size_t)(M * N)), *dx = op_alloc(sizeof(real) * (size_t)(M * K));
+    real *dw = op_alloc(sizeof(real) * (size_t)(N * K));
+    if (!y || !dx || !dw) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    op_matmul_fwd(y, x, w, (int)M, (int)K, (int)N);
+    op_matmul_bwd(dx, dw, dy, x, w, (int)M, (int)K, (int)N);
+    sync_dev(y);
+    double t0 = prof_now();
+    for (int i = 0; i < iters; i++) op_matmul_fwd(y, x, w, (int)M, (int)K, (int)N);
+    sync_dev(y);
+    double t1 = prof_now();
+    for (int i = 0; i < iters; i++) op_matmul_bwd(dx, dw, dy, x, w, (int)M, (int)K, (int)N);
+    sync_dev(dx);
+    double t2 = prof_now(), flop = 2.0 * M * K * N;
+    *bwd_tflops = 2 * flop * iters / (t2 - t1) / 1e12;
+    op_free(x), op_free(w), op_free(dy), op_free(y), op_free(dx), op_free(dw);
+    return flop * iters / (t1 - t0) / 1e12;
 }
 
 static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters) {
@@ -243,13 +297,13 @@ static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, i
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
-            "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn]\n"
+            "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
             "                 [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
-    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1;
+    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0;
     double peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -263,6 +317,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--json") && v) json_path = v, i++;
         else if (!strcmp(a, "--no-train")) do_train = 0;
         else if (!strcmp(a, "--no-attn")) do_attn = 0;
+        else if (!strcmp(a, "--matmul")) do_mm = 1;
         else {
             usage();
             return 2;
@@ -351,7 +406,10 @@ int main(int argc, char **argv) {
                         json_num(js, r.loss_first);
                         fprintf(js, ", \"loss_last\": ");
                         json_num(js, r.loss_last);
-                        fprintf(js, ", \"setup_s\": %.2f", r.setup_s);
+                        fprintf(js, ", \"setup_s\": %.2f, \"profile_ms\": {", r.setup_s);
+                        for (int k = 0; k < PROF_N; k++)
+                            fprintf(js, "%s\"%s\": %.4f", k ? ", " : "", prof_name(k), r.prof_ms[k]);
+                        fprintf(js, "}");
                     }
                     fprintf(js, "}");
                     fflush(js);
@@ -369,6 +427,12 @@ int main(int argc, char **argv) {
                 printf("%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f%s%s\n", tiers[ti], arm, r.B,
                        r.T, r.ms_step, r.ms_min, r.ms_median, r.tok_s, vs, r.tflops, mfu, r.loss_last, r.setup_s,
                        r.ok ? "" : "  FAILED: ", r.ok ? "" : r.err);
+                double tot = 0;
+                for (int k = 0; k < PROF_N; k++) tot += r.prof_ms[k];
+                printf("%-17s synchronised ops %.2f ms a step:", "", tot);
+                for (int k = 0; k < PROF_N; k++)
+                    if (r.prof_ms[k] > 0) printf(" %s %.2f (%.0f%%)", prof_name(k), r.prof_ms[k], 100 * r.prof_ms[k] / tot);
+                printf("\n");
                 fflush(stdout);
                 if (!r.ok) failed = 1;
             }
@@ -376,6 +440,23 @@ int main(int argc, char **argv) {
         }
         printf("(tokens/s over the timed window; vs base: against the first arm listed; setup: build, init and\n"
                " the first step)\n\n");
+    }
+    if (js) fprintf(js, "}, \"matmul\": {");
+    if (do_mm) {
+        static const MmShape shapes[] = {{8192, 768, 2304, "qkv"},     {8192, 768, 768, "attn proj"},
+                                         {8192, 768, 3072, "mlp fc"},  {8192, 3072, 768, "mlp proj"},
+                                         {8192, 8192, 8192, "8192^3"}};
+        printf("linear layers alone (op_matmul_fwd, op_matmul_bwd), TFLOP/s = 2MKN per product\n");
+        printf("%-10s %6s %6s %6s %10s %10s\n", "shape", "M", "K", "N", "fwd TF/s", "bwd TF/s");
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+            double bt, ft = bench_matmul(&shapes[i], shapes[i].K == 8192 ? 5 : 30, &bt);
+            printf("%-10s %6d %6d %6d %10.1f %10.1f\n", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt);
+            fflush(stdout);
+            if (js)
+                fprintf(js, "%s\"%s\": {\"M\": %d, \"K\": %d, \"N\": %d, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}",
+                        i ? ", " : "", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt);
+        }
+        printf("\n");
     }
     if (js) fprintf(js, "}, \"attention\": {");
     if (do_attn) {

@@ -31,4 +31,5 @@
 #define op_copy cpu_op_copy
 #define op_zero cpu_op_zero
 #define op_host_memory cpu_op_host_memory
+#define op_sync cpu_op_sync
 #define op_backend cpu_op_backend

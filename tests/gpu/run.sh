@@ -50,7 +50,7 @@ for arm in baseline sinklogit normgate combo2; do
     "$CB/sgtrain" $T --arm $arm --out "$W/gpu-$arm" 2>/dev/null
     worst=$(paste <(grep '"loss"' "$W/cpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
                   <(grep '"loss"' "$W/gpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
-            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.4f", n, w }')
+            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.2e", n, w }')
     check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm: 50-step trajectory within 2% of the CPU (steps, worst relative): $worst"
     echo "trajectory $arm: steps and worst relative difference $worst"
 done

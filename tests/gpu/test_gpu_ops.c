@@ -86,7 +86,14 @@ static void test_matmul(int M, int K, int N) {
     gpu_ops.matmul_fwd(y2, x_d, w_d, M, K, N);
     snprintf(what, sizeof what, "matmul fwd %dx%dx%d", M, K, N);
     bitwise(what, y_d, y2, (long)M * N);
-    void *ds[] = {dx_d, dw_d, y_d, x_d, w_d, dy_d, y2};
+    /* the backward above read the forward's kept bf16 copy of x; one on a
+     * copy of x that no forward read casts it afresh: the same bits */
+    real *x2_d = dev_of(x, (long)M * K), *dw2_d = dev_of(dw, (long)N * K), *dw3_d = dev_of(dw, (long)N * K);
+    gpu_ops.matmul_bwd(NULL, dw2_d, dy_d, x_d, w_d, M, K, N);
+    gpu_ops.matmul_bwd(NULL, dw3_d, dy_d, x2_d, w_d, M, K, N);
+    snprintf(what, sizeof what, "matmul dw from the forward's copy vs a fresh cast %dx%dx%d", M, K, N);
+    bitwise(what, dw2_d, dw3_d, (long)N * K);
+    void *ds[] = {dx_d, dw_d, y_d, x_d, w_d, dy_d, y2, x2_d, dw2_d, dw3_d};
     for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
