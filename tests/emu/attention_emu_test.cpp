@@ -1,0 +1,470 @@
+/* The CUDA attention ops (kernels/cuda/attention_{fwd,bwd,decode,probs}.cu),
+ * run on the host emulator (tests/emu), against the CPU ops
+ * (kernels/cpu/attention_*.c, from the build's libsg.a).  Run by
+ * tests/e2e_cuda_emu.sh, which builds it; see there and docs/cuda.md.
+ *
+ * usage: attention_emu_test [--fp32] SEED DIGESTS [FILTER]
+ *   --fp32   the kernels were built with EMU_BF16_EXACT (no bf16 rounding):
+ *            the streaming attention at fp32 tolerances
+ *   SEED     the scheduler's seed (block order, thread interleaving)
+ *   DIGESTS  file to write one line per case: its tag and a hash of the bits
+ *            of every output; the script runs two seeds and compares them
+ *   FILTER   only the cases whose tag contains it
+ *
+ * The CUDA ops are compiled with their op_ names renamed to cuda_op_ (the
+ * CPU ops keep theirs).  Inputs are N(0,1) (q, k, v, dO, sink logits) and
+ * -|N(0, 0.5)| (log-biases), as in tests/gpu/test_gpu_ops.c, and the
+ * tolerances are that file's, per element |emu - cpu| <= atol + rtol |cpu|:
+ *   streaming attention (bf16 tensor-core operands, here rounded the same
+ *   way): rtol 2e-2, atol 2e-2 x the output's largest magnitude;
+ *   decode and explicit attention (fp32): rtol 1e-4, atol 1e-5 x max(1, it).
+ * Two outputs get a scale of their own, both explained where they are
+ * compared: dsink, a sum that may cancel (its scale is the magnitude of its
+ * terms), and at T = 1 without a phantom dq, dk and dlogbias, which are
+ * exactly 0 (both sides hold rounding noise; they must be within a bound on
+ * it).  test_gpu_ops compares dq, dk and dv as one tensor, and skips
+ * dlogbias there; here each is compared on its own.
+ * Every output buffer starts as NaN (or, where the op accumulates or must
+ * leave padding alone, as values the reference starts from too), so an
+ * element the kernel fails to write shows; every buffer has NaN guard zones
+ * on both sides that must come back untouched, and every input must come
+ * back unchanged. */
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "check.h"
+#include "ops.h"
+#include "rng.h"
+void cuda_op_attention_fwd(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a);
+void cuda_op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, const real *dout, const real *q,
+                           const real *k, const real *v, const real *out, const real *lse, const AttnArgs *a);
+void cuda_op_attention_decode_fwd(real *out, real *lse, const real *q, const real *k, const real *v,
+                                  const AttnArgs *a);
+void cuda_op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, const real *dout,
+                                  const real *q, const real *k, const real *v, const real *out, const real *lse,
+                                  const AttnArgs *a);
+void cuda_op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a);
+void cuda_op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a);
+}
+namespace emu {
+void set_seed(unsigned long long s);
+extern size_t max_smem_launched;
+extern long switches;
+}  // namespace emu
+
+static_assert(sizeof(real) == sizeof(float), "the emulated kernels are fp32 (the CUDA build's real)");
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static const uint32_t NAN_BITS = 0x7fc0dead; /* "not written": a quiet NaN */
+static float nan_fill() {
+    float f;
+    memcpy(&f, &NAN_BITS, 4);
+    return f;
+}
+
+/* n floats between two guard zones of NaN (reads past either end poison the
+ * result; writes there are caught by guards_ok).  64 floats keep the data
+ * 16-byte aligned, so the kernels take their float4 paths. */
+struct Buf {
+    static constexpr size_t G = 64;
+    std::vector<float> v;
+    size_t n;
+    explicit Buf(size_t n_, float fill = nan_fill()) : v(n_ + 2 * G), n(n_) {
+        for (size_t i = 0; i < v.size(); i++) v[i] = i >= G && i < G + n ? fill : nan_fill();
+    }
+    float *p() { return v.data() + G; }
+    const float *p() const { return v.data() + G; }
+    float &operator[](size_t i) { return v[G + i]; }
+    bool guards_ok() const {
+        for (size_t i = 0; i < G; i++)
+            if (memcmp(&v[i], &NAN_BITS, 4) || memcmp(&v[G + n + i], &NAN_BITS, 4)) return false;
+        return true;
+    }
+};
+
+static uint64_t g_key;
+static uint64_t g_ctr;
+static Buf normal(size_t n, double scale) {
+    Buf b(n, 0.f);
+    for (size_t i = 0; i < n; i++) b[i] = (float)(scale * rng_normal(g_key, g_ctr++));
+    return b;
+}
+static Buf neg_abs_normal(size_t n, double scale) {
+    Buf b = normal(n, scale);
+    for (size_t i = 0; i < n; i++) b[i] = -std::fabs(b[i]);
+    return b;
+}
+
+/* rows x cols elements at off + r * stride + c, as a contiguous vector */
+static std::vector<double> strided(const float *x, long rows, int cols, int stride, long off) {
+    std::vector<double> o;
+    o.reserve((size_t)rows * cols);
+    for (long r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) o.push_back(x[off + r * stride + c]);
+    return o;
+}
+static std::vector<double> flat(const float *x, long n) { return strided(x, 1, (int)n, 0, 0); }
+
+/* ---- comparison, as tests/gpu/test_gpu_ops.c's same() -------------------- */
+
+static std::string g_tag;
+/* the streaming attention's tolerance: bf16 (true), or fp32 for the build
+ * whose bf16 keeps fp32 values (EMU_BF16_EXACT, --fp32) */
+static bool g_bf16 = true;
+static double g_worst; /* the case's worst error, as a fraction of its tolerance */
+
+/* |got - ref| <= atol + rtol |ref| per element; scale (for atol) is the
+ * output's largest magnitude unless given */
+static void same(const char *what, const std::vector<double> &got, const std::vector<double> &ref, bool lowp,
+                 double scale = -1) {
+    if (scale < 0) {
+        scale = 0;
+        for (double x : ref) scale = std::fmax(scale, std::fabs(x));
+    }
+    const double atol = lowp ? 2e-2 * scale + 1e-6 : 1e-5 * (scale > 1 ? scale : 1), rtol = lowp ? 2e-2 : 1e-4;
+    long worst = 0;
+    const double e = check_max_err(got.data(), ref.data(), (long)got.size(), atol, rtol, &worst);
+    g_worst = std::fmax(g_worst, std::isnan(e) ? INFINITY : e);
+    CHECK(e <= 1, "%s: %s: worst %.3g of tolerance at %ld (emu %.7g, cpu %.7g)", g_tag.c_str(), what, e, worst,
+          got.empty() ? 0. : got[worst], ref.empty() ? 0. : ref[worst]);
+}
+
+/* An output whose exact value is 0, so that both sides hold rounding noise:
+ * |got - ref| <= bound per element. */
+static void noise(const char *what, const std::vector<double> &got, const std::vector<double> &ref, double bound) {
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        const double e = std::fabs(got[i] - ref[i]);
+        worst = std::isnan(e) ? INFINITY : std::fmax(worst, e);
+    }
+    g_worst = std::fmax(g_worst, worst / bound);
+    CHECK(worst <= bound, "%s: %s (exactly 0): |emu - cpu| up to %.3g, over the rounding bound %.3g", g_tag.c_str(),
+          what, worst, bound);
+}
+
+static void intact(const char *what, const Buf &b) { CHECK(b.guards_ok(), "%s: %s: written outside", g_tag.c_str(), what); }
+static void unchanged(const char *what, const Buf &now, const Buf &before) {
+    CHECK(!memcmp(now.v.data(), before.v.data(), sizeof(float) * now.v.size()), "%s: input %s was written",
+          g_tag.c_str(), what);
+}
+
+/* FNV-1a over the bits of every output of a case */
+struct Digest {
+    uint64_t h = 1469598103934665603ull;
+    void add(const Buf &b) {
+        const unsigned char *p = (const unsigned char *)b.v.data();
+        for (size_t i = 0; i < sizeof(float) * b.v.size(); i++) h = (h ^ p[i]) * 1099511628211ull;
+    }
+};
+static FILE *g_digests;
+static void digest_out(const Digest &d) { fprintf(g_digests, "%s %016" PRIx64 "\n", g_tag.c_str(), d.h); }
+
+/* ---- streaming attention: forward and backward ------------------------- */
+
+struct AttnCase {
+    int B, T, H, d;
+    int phantom; /* 0 none, 1 logit 0, 2 learned logits */
+    int logbias;
+    int vsep; /* v in its own buffer of stride C (the value gate's output) instead of the qkv row */
+    int pad;  /* rows pad elements longer (NaN, never to be read or written): the kernels' scalar path */
+};
+
+/* elements [from, to) of every row written (no longer the NaN they started as) */
+static long written(const Buf &b, long rows, int stride, int from, int to) {
+    long n = 0;
+    for (long r = 0; r < rows; r++)
+        for (int e = from; e < to; e++) n += memcmp(&b.v[Buf::G + r * stride + e], &NAN_BITS, 4) != 0;
+    return n;
+}
+static void nan_pad(Buf &b, long rows, int stride, int from) {
+    for (long r = 0; r < rows; r++)
+        for (int e = from; e < stride; e++) b[r * stride + e] = nan_fill();
+}
+
+static void test_attention(const AttnCase &c) {
+    const int B = c.B, T = c.T, H = c.H, d = c.d, C = H * d, qs = 3 * C + c.pad, vs = c.vsep ? C + c.pad : qs,
+              os = C + c.pad;
+    const long rows = (long)B * T, nqkv = rows * qs, nv = rows * vs, no = rows * os, nl = (long)B * H * T;
+    Buf qkv = normal(nqkv, 1), vbuf = normal(c.vsep ? nv : 0, 1), sink = normal(H, 1), lb = neg_abs_normal(nl, 0.5);
+    Buf dout = normal(no, 1), dsink0 = normal(H, 1);
+    nan_pad(qkv, rows, qs, 3 * C), nan_pad(dout, rows, os, C);
+    if (c.vsep) nan_pad(vbuf, rows, vs, C);
+    const Buf qkv0 = qkv, vbuf0 = vbuf, sink0 = sink, lb0 = lb, dout0 = dout;
+    float *v = c.vsep ? vbuf.p() : qkv.p() + 2 * C;
+    const AttnArgs a = {B, T, H, d, qs, qs, vs, os, c.phantom > 0, c.phantom == 2 ? sink.p() : nullptr,
+                        c.logbias ? lb.p() : nullptr};
+
+    Buf o_r(no, 0.f), lse_r(nl, 0.f), o(no), lse(nl);
+    op_attention_fwd(o_r.p(), lse_r.p(), qkv.p(), qkv.p() + C, v, &a);
+    cuda_op_attention_fwd(o.p(), lse.p(), qkv.p(), qkv.p() + C, v, &a);
+    same("o", strided(o.p(), rows, C, os, 0), strided(o_r.p(), rows, C, os, 0), g_bf16);
+    same("lse", flat(lse.p(), nl), flat(lse_r.p(), nl), g_bf16);
+
+    /* each backward from its own forward, as test_gpu_ops */
+    Buf dqkv_r(nqkv, 0.f), dv_r(c.vsep ? nv : 0, 0.f), ds_r = dsink0, dlb_r(nl, 0.f);
+    Buf dqkv(nqkv), dvb(c.vsep ? nv : 0), ds = dsink0, dlb(nl);
+    float *dv_rp = c.vsep ? dv_r.p() : dqkv_r.p() + 2 * C, *dvp = c.vsep ? dvb.p() : dqkv.p() + 2 * C;
+    const bool want_ds = c.phantom == 2;
+    op_attention_bwd(dqkv_r.p(), dqkv_r.p() + C, dv_rp, want_ds ? ds_r.p() : nullptr,
+                     c.logbias ? dlb_r.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o_r.p(), lse_r.p(), &a);
+    cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
+                          dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+    const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
+    const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
+    same("dv", strided(dvp, rows, C, vs, 0), strided(dv_rp, rows, C, vs, 0), g_bf16);
+    /* D_i = dO_i . o_i per (row, head), and the sum of its terms' magnitudes */
+    std::vector<double> D(rows * H), Dabs(rows * H);
+    for (long r = 0; r < rows; r++)
+        for (int h = 0; h < H; h++)
+            for (int e = 0; e < d; e++) {
+                const double x = (double)dout[r * os + h * d + e] * o_r[r * os + h * d + e];
+                D[r * H + h] += x, Dabs[r * H + h] += std::fabs(x);
+            }
+    if (T == 1 && !c.phantom) {
+        /* One key and no phantom: P = 1, so dS = dP - D is exactly 0, and so
+         * are dq, dk and dlogbias; each side returns the rounding difference
+         * of two d-term sums of dO_e v_e (tests/gpu/test_gpu_ops.c compares
+         * dq/dk/dv as one tensor, where dv sets the scale, and skips
+         * dlogbias).  Bound on |dS|, both sides together, with a margin of
+         * 4: eps = 8 d 2^-24 max_i sum_e |dO_ie o_ie|; dq = dS k / sqrt(d),
+         * dk = dS q / sqrt(d) (twice: their operands are bf16-rounded). */
+        double eps = 0, qmax = 0, kmax = 0;
+        for (double x : Dabs) eps = std::fmax(eps, 8.0 * d * std::ldexp(1.0, -24) * x);
+        for (long r = 0; r < rows; r++)
+            for (int e = 0; e < C; e++) {
+                qmax = std::fmax(qmax, std::fabs(qkv[r * qs + e]));
+                kmax = std::fmax(kmax, std::fabs(qkv[r * qs + C + e]));
+            }
+        noise("dq", dq_e, dq_c, 2 * eps * kmax / std::sqrt(d));
+        noise("dk", dk_e, dk_c, 2 * eps * qmax / std::sqrt(d));
+        if (c.logbias) noise("dlogbias", flat(dlb.p(), nl), flat(dlb_r.p(), nl), eps);
+    } else {
+        same("dq", dq_e, dq_c, g_bf16);
+        same("dk", dk_e, dk_c, g_bf16);
+        if (c.logbias) same("dlogbias", flat(dlb.p(), nl), flat(dlb_r.p(), nl), g_bf16);
+    }
+    if (want_ds) {
+        /* dsink_h += -sum_{b,i} exp(c_h - LSE_i) D_i: a sum whose terms may
+         * cancel, with each other and with the value it is added to, so its
+         * bf16 rounding error scales with the terms, not with the result:
+         * the scale is the larger of |dsink| and sum_{b,i} exp(c_h - LSE_i) |D_i|. */
+        double scale = 0;
+        for (int h = 0; h < H; h++) {
+            double t = 0;
+            for (long r = 0; r < rows; r++) {
+                const long bh = (r / T) * H + h, i = r % T;
+                t += std::exp((double)sink[h] - lse_r[bh * T + i]) * std::fabs(D[r * H + h]);
+            }
+            scale = std::fmax(scale, std::fmax(t, std::fabs(ds_r[h])));
+        }
+        same("dsink (accumulated)", flat(ds.p(), H), flat(ds_r.p(), H), g_bf16, scale);
+    } else {
+        CHECK(!memcmp(ds.p(), dsink0.p(), sizeof(float) * H), "%s: dsink written without a learned sink",
+              g_tag.c_str());
+    }
+    /* what no op may write: the rows' padding; the qkv row's v part when dv has its own buffer */
+    const long wr = written(o, rows, os, C, os) + written(dqkv, rows, qs, 3 * C, qs) +
+                    (c.vsep ? written(dqkv, rows, qs, 2 * C, 3 * C) + written(dvb, rows, vs, C, vs) : 0);
+    CHECK(!wr, "%s: %ld elements written outside the op's rows", g_tag.c_str(), wr);
+    for (const Buf *b : {&o, &lse, &dqkv, &dvb, &ds, &dlb}) intact("outputs", *b);
+    unchanged("qkv", qkv, qkv0), unchanged("v", vbuf, vbuf0), unchanged("sink", sink, sink0);
+    unchanged("logbias", lb, lb0), unchanged("dout", dout, dout0);
+    Digest dg;
+    for (const Buf *b : {&o, &lse, &dqkv, &dvb, &ds, &dlb}) dg.add(*b);
+    digest_out(dg);
+}
+
+/* ---- decode attention ---------------------------------------------------- */
+
+struct DecodeCase {
+    int B, T, H, d, phantom, logbias, qshared;
+};
+
+/* As test_gpu_ops: K and V interleaved (stride 2C), out with a padded row
+ * stride whose padding must survive, every output starting as the same
+ * junk on both sides; the backward from the reference's forward. */
+static void test_decode(const DecodeCase &c) {
+    const int B = c.B, T = c.T, H = c.H, d = c.d, C = H * d, kvs = 2 * C, os = C + 8, qs = c.qshared ? 0 : C;
+    const long nq = c.qshared ? C : (long)B * C, nkv = (long)B * T * kvs, no = (long)B * os, nbh = (long)B * H,
+               nl = nbh * T, ndq = (long)B * C;
+    Buf q = normal(nq, 1), kv = normal(nkv, 1), sink = normal(H, 1), lb = neg_abs_normal(nl, 0.5);
+    Buf o_r = normal(no, 1), lse_r = normal(nbh, 1), dout = normal(no, 1);
+    Buf dq_r = normal(ndq, 1), dkv_r = normal(nkv, 1), dlb_r = normal(nl, 1), ds_r = normal(H, 1);
+    Buf o = o_r, lse = lse_r, dq = dq_r, dkv = dkv_r, dlb = dlb_r, ds = ds_r;
+    const Buf q0 = q, kv0 = kv, sink0 = sink, lb0 = lb, dout0 = dout;
+    const AttnArgs a = {B, T, H, d, qs, kvs, kvs, os, c.phantom > 0, c.phantom == 2 ? sink.p() : nullptr,
+                        c.logbias ? lb.p() : nullptr};
+    op_attention_decode_fwd(o_r.p(), lse_r.p(), q.p(), kv.p(), kv.p() + C, &a);
+    cuda_op_attention_decode_fwd(o.p(), lse.p(), q.p(), kv.p(), kv.p() + C, &a);
+    same("out", flat(o.p(), no), flat(o_r.p(), no), false);
+    same("lse", flat(lse.p(), nbh), flat(lse_r.p(), nbh), false);
+    Buf o_emu = o, lse_emu = lse;
+    memcpy(o.p(), o_r.p(), sizeof(float) * no), memcpy(lse.p(), lse_r.p(), sizeof(float) * nbh);
+    op_attention_decode_bwd(dq_r.p(), dkv_r.p(), dkv_r.p() + C, c.phantom == 2 ? ds_r.p() : nullptr,
+                            c.logbias ? dlb_r.p() : nullptr, dout.p(), q.p(), kv.p(), kv.p() + C, o_r.p(), lse_r.p(),
+                            &a);
+    cuda_op_attention_decode_bwd(dq.p(), dkv.p(), dkv.p() + C, c.phantom == 2 ? ds.p() : nullptr,
+                                 c.logbias ? dlb.p() : nullptr, dout.p(), q.p(), kv.p(), kv.p() + C, o.p(), lse.p(), &a);
+    same("dq", flat(dq.p(), ndq), flat(dq_r.p(), ndq), false);
+    same("dk/dv", flat(dkv.p(), nkv), flat(dkv_r.p(), nkv), false);
+    if (c.phantom == 2) same("dsink (accumulated)", flat(ds.p(), H), flat(ds_r.p(), H), false);
+    if (c.logbias) same("dlogbias", flat(dlb.p(), nl), flat(dlb_r.p(), nl), false);
+    for (const Buf *b : {&o_emu, &lse_emu, &dq, &dkv, &dlb, &ds}) intact("outputs", *b);
+    unchanged("q", q, q0), unchanged("kv", kv, kv0), unchanged("sink", sink, sink0);
+    unchanged("logbias", lb, lb0), unchanged("dout", dout, dout0);
+    Digest dg;
+    for (const Buf *b : {&o_emu, &lse_emu, &dq, &dkv, &dlb, &ds}) dg.add(*b);
+    digest_out(dg);
+}
+
+/* ---- explicit attention (probabilities, apply) ---------------------------- */
+
+struct ProbsCase {
+    int B, T, H, d, phantom, logbias;
+};
+
+/* As test_gpu_ops: p must be written everywhere (it starts as NaN here),
+ * rows sum to one, zeros above the diagonal (and in the phantom column
+ * without a phantom); apply on the reference's p and on a dense random p,
+ * into out with a padded row stride whose padding must survive. */
+static void test_probs(const ProbsCase &c) {
+    const int B = c.B, T = c.T, H = c.H, d = c.d, C = H * d, qs = 3 * C, os = C + 8;
+    const long nq = (long)B * T * qs, no = (long)B * T * os, np = (long)B * H * T * (T + 1);
+    Buf qkv = normal(nq, 1), sink = normal(H, 1), lb = neg_abs_normal((long)B * H * T, 0.5);
+    Buf dense = normal(np, 0.1), o0 = normal(no, 1);
+    const Buf qkv0 = qkv, sink0 = sink, lb0 = lb;
+    const AttnArgs a = {B, T, H, d, qs, qs, qs, os, c.phantom > 0, c.phantom == 2 ? sink.p() : nullptr,
+                        c.logbias ? lb.p() : nullptr};
+    Buf p_r(np, 0.f), p(np);
+    op_attention_probs(p_r.p(), qkv.p(), qkv.p() + C, &a);
+    cuda_op_attention_probs(p.p(), qkv.p(), qkv.p() + C, &a);
+    same("p", flat(p.p(), np), flat(p_r.p(), np), false);
+    long badsum = -1, badzero = -1;
+    double worst = 0;
+    for (long r = 0; r < (long)B * H * T; r++) {
+        const float *row = p.p() + r * (T + 1);
+        const int i = (int)(r % T);
+        double s = 0;
+        for (int j = 0; j <= T; j++) s += row[j];
+        worst = std::isnan(s) ? INFINITY : std::fmax(worst, std::fabs(s - 1));
+        if (!(std::fabs(s - 1) <= 1e-5) && badsum < 0) badsum = r;
+        for (int j = i + 1; j < T; j++)
+            if (row[j] != 0 && badzero < 0) badzero = r;
+        if (!c.phantom && row[T] != 0 && badzero < 0) badzero = r;
+    }
+    CHECK(badsum < 0, "%s: p row %ld does not sum to 1 within 1e-5 (worst %.3g)", g_tag.c_str(), badsum, worst);
+    CHECK(badzero < 0, "%s: p row %ld has a nonzero entry above the diagonal or in an absent phantom's column",
+          g_tag.c_str(), badzero);
+    Buf o_r = o0, o = o0, od_r = o0, od = o0;
+    op_attention_apply(o_r.p(), p_r.p(), qkv.p() + 2 * C, &a);
+    cuda_op_attention_apply(o.p(), p_r.p(), qkv.p() + 2 * C, &a);
+    same("apply", flat(o.p(), no), flat(o_r.p(), no), false);
+    op_attention_apply(od_r.p(), dense.p(), qkv.p() + 2 * C, &a);
+    cuda_op_attention_apply(od.p(), dense.p(), qkv.p() + 2 * C, &a);
+    same("apply (dense p)", flat(od.p(), no), flat(od_r.p(), no), false);
+    for (const Buf *b : {&p, &o, &od}) intact("outputs", *b);
+    unchanged("qkv", qkv, qkv0), unchanged("sink", sink, sink0), unchanged("logbias", lb, lb0);
+    Digest dg;
+    for (const Buf *b : {&p, &o, &od}) dg.add(*b);
+    digest_out(dg);
+}
+
+/* ---- the battery --------------------------------------------------------- */
+
+static const char *const PH[] = {"none", "zero", "learned"};
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--fp32")) g_bf16 = false, argc--, argv++;
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s [--fp32] SEED DIGESTS [FILTER]\n", argv[0]);
+        return 2;
+    }
+    check_name = "attention_emu_test";
+    emu::set_seed(strtoull(argv[1], nullptr, 10));
+    g_digests = fopen(argv[2], "w");
+    if (!g_digests) {
+        perror(argv[2]);
+        return 2;
+    }
+    const char *filter = argc > 3 ? argv[3] : "";
+    uint64_t ncase = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    auto begin = [&](const std::string &tag) {
+        t0 = std::chrono::steady_clock::now();
+        g_key = rng_key(2026, 11, ++ncase); /* inputs depend on the case, not on the seed */
+        g_ctr = 0;
+        g_tag = tag;
+        g_worst = 0;
+        return tag.find(filter) != std::string::npos;
+    };
+    auto end = [&](const std::string &tag) {
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("%-66s worst %.3f of tolerance  %5.2f s\n", tag.c_str(), g_worst, sec);
+    };
+    char tag[128];
+
+    /* Streaming attention: every (T, d, phantom, log-bias) of the grid
+     * T in {1, 7, 64, 130} (130: three query and key tiles, the last of
+     * them 2 rows long, so the diagonal tile runs past T), d in {16, 64,
+     * 128}, phantom none / logit 0 / learned, log-bias or not; H = 2, with
+     * B (1, 2) and the place of v (the qkv row, stride 3C, or the value
+     * gate's own buffer, stride C) alternating.  Then the scalar path that
+     * the model's strides never take (rows not a multiple of 4 floats, d
+     * not a multiple of 16). */
+    std::vector<AttnCase> attn;
+    int alt = 0;
+    for (int T : {1, 7, 64, 130})
+        for (int d : {16, 64, 128})
+            for (int ph = 0; ph <= 2; ph++)
+                for (int lb = 0; lb <= 1; lb++, alt++) attn.push_back({1 + (alt & 1), T, 2, d, ph, lb, (alt >> 1) & 1, 0});
+    attn.push_back({1, 300, 2, 128, 2, 1, 1, 0});
+    attn.push_back({1, 70, 2, 24, 2, 1, 0, 1});
+    attn.push_back({2, 33, 2, 40, 1, 0, 1, 3});
+    for (const AttnCase &c : attn) {
+        snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%d v=%s%s", c.B, c.T, c.H, c.d,
+                 PH[c.phantom], c.logbias, c.vsep ? "own" : "qkv", c.pad ? " rows+pad" : "");
+        if (!begin(tag)) continue;
+        test_attention(c);
+        end(tag);
+    }
+
+    const int dshape[][4] = {{3, 7, 2, 16}, {3, 1, 2, 16}, {2, 130, 2, 64}};
+    for (auto &s : dshape)
+        for (int ph = 0; ph <= 2; ph++)
+            for (int lb = 0; lb <= 1; lb++)
+                for (int qsh = 0; qsh <= 1; qsh++) {
+                    const DecodeCase c = {s[0], s[1], s[2], s[3], ph, lb, qsh};
+                    snprintf(tag, sizeof tag, "decode B%d T%d H%d d%d phantom=%s logbias=%d q=%s", c.B, c.T, c.H, c.d,
+                             PH[ph], lb, qsh ? "shared" : "own");
+                    if (!begin(tag)) continue;
+                    test_decode(c);
+                    end(tag);
+                }
+
+    const int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 260, 1, 16}};
+    for (auto &s : pshape)
+        for (int ph = 0; ph <= 2; ph++)
+            for (int lb = 0; lb <= 1; lb++) {
+                const ProbsCase c = {s[0], s[1], s[2], s[3], ph, lb};
+                snprintf(tag, sizeof tag, "probs+apply B%d T%d H%d d%d phantom=%s logbias=%d", c.B, c.T, c.H, c.d,
+                         PH[ph], lb);
+                if (!begin(tag)) continue;
+                test_probs(c);
+                end(tag);
+            }
+
+    fclose(g_digests);
+    printf("largest dynamic shared memory launched: %zu bytes; %ld thread switches\n", emu::max_smem_launched,
+           emu::switches);
+    return check_finish();
+}

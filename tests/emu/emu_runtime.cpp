@@ -1,0 +1,201 @@
+/* The emulated launch (the scheduler of emu_threads.h), shared memory, and
+ * the host side of kernels/cuda/cuda_common.h (stream, handles, scratch
+ * buffers, the failure exit) for the emulated attention ops.
+ *
+ * Thread switches.  A thread starts on its own stack with makecontext and
+ * setcontext; after that every switch is _setjmp/_longjmp, which only
+ * saves and restores registers.  (swapcontext would also save and restore
+ * the signal mask, a system call per switch: most of the run time, with
+ * millions of switches.  These threads never touch signals.)  Jumping
+ * between stacks is what _FORTIFY_SOURCE's longjmp check forbids, so it is
+ * off in this file. */
+#undef _FORTIFY_SOURCE
+#include <setjmp.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <random>
+
+#include "cublasLt.h"
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+namespace emu {
+Thread *cur;
+emu_uint3 g_blockIdx;
+dim3 g_blockDim, g_gridDim;
+Barrier block_bar;
+std::vector<Barrier> warp_bars;
+std::vector<std::array<uint64_t, 32>> xchg;
+unsigned char *smem_lo, *smem_hi;
+size_t max_smem_attr;
+long switches;
+size_t max_smem_launched;
+
+static std::mt19937_64 rng(1);
+void set_seed(unsigned long long s) { rng.seed(s); }
+
+/* ---- the scheduler -------------------------------------------------------- */
+
+static jmp_buf sched_jb;
+static std::vector<Thread> th;    /* the block's threads */
+static std::vector<int> runnable; /* indices into th; th[i].slot is i's place here */
+
+static void make_runnable(int i) {
+    th[i].slot = (int)runnable.size();
+    runnable.push_back(i);
+}
+static void make_waiting(int i) {
+    const int s = th[i].slot, last = runnable.back();
+    runnable[s] = last;
+    th[last].slot = s;
+    runnable.pop_back();
+    th[i].slot = -1;
+}
+static void yield() {
+    ++switches;
+    if (_setjmp(cur->jb) == 0) _longjmp(sched_jb, 1);
+}
+/* Runs t until it waits at a barrier or ends. */
+__attribute__((noinline)) static void run(Thread &t) {
+    cur = &t;
+    if (_setjmp(sched_jb) == 0) {
+        if (t.started) _longjmp(t.jb, 1);
+        t.started = true;
+        setcontext(&t.ctx);
+    }
+}
+void barrier_wait(Barrier &b) {
+    const int me = (int)(cur - th.data());
+    if ((int)b.waiting.size() + 1 == b.size) { /* the last to arrive: everyone goes on */
+        for (int w : b.waiting) make_runnable(w);
+        b.waiting.clear();
+    } else {
+        make_waiting(me);
+        b.waiting.push_back(me);
+    }
+    yield();
+}
+
+static std::function<void()> *g_kernel;
+static void trampoline() {
+    (*g_kernel)();
+    cur->done = true;
+    make_waiting((int)(cur - th.data()));
+    _longjmp(sched_jb, 1); /* never returns */
+}
+
+/* Dynamic shared memory: the launched size, and past it a poisoned margin
+ * that must stay untouched.  Static (__shared__) variables get fixed offsets
+ * in their own area, 48 KiB as on the device. */
+static constexpr size_t DYN_BYTES = SMEM_OPTIN + 4096, STATIC_BYTES = 48 * 1024;
+alignas(1024) static unsigned char dyn_area[DYN_BYTES];
+alignas(1024) static unsigned char static_area[STATIC_BYTES];
+static size_t static_used;
+
+unsigned char *dyn_smem() { return dyn_area; }
+void *static_smem(size_t bytes, size_t align) {
+    static_used = (static_used + align - 1) / align * align;
+    if (static_used + bytes > STATIC_BYTES) {
+        fprintf(stderr, "emu: static shared memory over 48 KiB\n");
+        abort();
+    }
+    void *p = static_area + static_used;
+    static_used += bytes;
+    return p;
+}
+
+/* Thread i of the block, made ready to run trampoline on its own stack.
+ * (Apart from launch_impl: getcontext counts as a function that may return
+ * twice, which would make the compiler wary of launch_impl's locals.) */
+__attribute__((noinline)) static void start(unsigned i, char *stack, size_t size) {
+    Thread &t = th[i];
+    t.done = t.started = false;
+    t.tid = {i, 0, 0};
+    t.warp = (int)i / 32;
+    t.lane = (int)i % 32;
+    t.stack = stack;
+    getcontext(&t.ctx);
+    t.ctx.uc_stack.ss_sp = stack;
+    t.ctx.uc_stack.ss_size = size;
+    t.ctx.uc_link = nullptr;
+    makecontext(&t.ctx, trampoline, 0);
+    make_runnable((int)i);
+}
+
+static void fail(const char *what) {
+    fprintf(stderr, "emu launch: %s\n", what);
+    abort();
+}
+
+void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
+    /* the device's launch limits (sm_80 .. sm_120) */
+    if (grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+        fail("invalid grid");
+    const unsigned nt = block.x * block.y * block.z;
+    if (nt < 1 || nt > 1024) fail("invalid block size");
+    if (block.y != 1 || block.z != 1 || nt % 32) fail("emulated: 1-D blocks of whole warps only");
+    if (smem > 48 * 1024 && smem > max_smem_attr) fail("dynamic shared memory over 48 KiB without the opt-in attribute");
+    if (smem + static_used > SMEM_OPTIN) fail("shared memory over the device's 227 KiB per block");
+    max_smem_launched = std::max(max_smem_launched, smem);
+
+    g_gridDim = grid;
+    g_blockDim = block;
+    std::vector<emu_uint3> blocks;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) blocks.push_back({x, y, z});
+    std::shuffle(blocks.begin(), blocks.end(), rng); /* blocks run in no fixed order */
+    g_kernel = &f;
+    /* 256 KiB stacks (the kernels keep fragments of 1 KiB each in locals)
+     * above an inaccessible page: an overflow is a crash, not corruption */
+    static std::vector<char *> stacks;
+    static const size_t STACK = 256 * 1024, GUARD = 4096;
+    while (stacks.size() < nt) {
+        void *m = mmap(nullptr, GUARD + STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED || mprotect(m, GUARD, PROT_NONE)) fail("no memory for thread stacks");
+        stacks.push_back((char *)m + GUARD);
+    }
+    th.assign(nt, Thread());
+    for (const emu_uint3 bi : blocks) {
+        g_blockIdx = bi;
+        memset(dyn_area, 0xff, std::min(DYN_BYTES, smem + 4096));
+        memset(static_area, 0xff, STATIC_BYTES);
+        smem_lo = dyn_area;
+        smem_hi = dyn_area + smem;
+        block_bar = Barrier();
+        block_bar.size = (int)nt;
+        warp_bars.assign(nt / 32, Barrier());
+        for (auto &w : warp_bars) w.size = 32;
+        xchg.assign(nt / 32, {});
+        runnable.clear();
+        for (unsigned i = 0; i < nt; i++) start(i, stacks[i], STACK);
+        while (!runnable.empty()) run(th[runnable[rng() % runnable.size()]]);
+        for (const Thread &t : th)
+            if (!t.done) fail("deadlock: threads wait at a barrier that not all of them reach");
+        for (size_t b = smem; b < std::min(DYN_BYTES, smem + 4096); b++)
+            if (dyn_area[b] != 0xff) fail("shared memory written past the launched size");
+    }
+}
+}  // namespace emu
+
+/* ---- the host side of cuda_common.h ---- */
+extern "C" {
+void sg_cuda_fail(const char *file, int line, const char *call, const char *why) {
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, why);
+    exit(1);
+}
+cudaStream_t sg_stream(void) { return nullptr; }
+cublasLtHandle_t sg_cublaslt(void) { return nullptr; }
+cublasHandle_t sg_cublas(void) { return nullptr; }
+void sg_matmul_forget(void) {}
+/* Poisoned with NaN on every call: a kernel must write what it reads. */
+void *sg_scratch(int slot, size_t bytes) {
+    static void *buf[16];
+    if (slot < 0 || slot >= 16) abort();
+    free(buf[slot]);
+    buf[slot] = malloc(bytes ? bytes : 1);
+    memset(buf[slot], 0xff, bytes);
+    return buf[slot];
+}
+}
