@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The CUDA attention kernels, run without a GPU: kernels/cuda/attention_fwd.cu,
-# attention_bwd.cu, attention_decode.cu and attention_probs.cu, unchanged,
-# are rewritten into C++ (tests/emu/cu2cpp.py) and compiled with g++ against
-# the host emulator in tests/emu (threads as coroutines switched in random
-# order at every barrier, wmma bf16 fragments, shared memory poisoned with
-# NaN), then compared with the CPU ops (tests/emu/attention_emu_test.cpp):
-#   - the battery at bf16 operand rounding, as on the device, with
-#     tests/gpu/test_gpu_ops.c's tolerances, under two scheduler seeds
-#     (EMU_SEEDS, default "1 2"): every output must also repeat bitwise
-#     between them, as the kernels are deterministic by design;
-#   - the streaming attention again with bf16 that keeps fp32 values
-#     (EMU_BF16_EXACT) at fp32 tolerances: the algorithm itself.
+# The CUDA ops, run without a GPU: every kernels/cuda/*.cu file but
+# runtime.cu, unchanged, is rewritten into C++ (tests/emu/cu2cpp.py) and
+# compiled with g++ against the host emulator in tests/emu (threads as
+# coroutines switched in random order at every barrier, wmma bf16
+# fragments, shared memory poisoned with NaN, cuBLAS, cuBLASLt and CUB's
+# radix sort as host loops), then compared with the CPU ops:
+#   - tests/emu/attention_emu_test.cpp: the attention kernels at bf16 operand
+#     rounding, as on the device, with tests/gpu/test_gpu_ops.c's tolerances;
+#   - tests/emu/ops_emu_test.cpp: LayerNorm, GELU, add, AdamW, sumsq,
+#     embeddings, gates, classifier, logits and matmul, likewise;
+# both under two scheduler seeds (EMU_SEEDS, default "1 2"): every output
+# must also repeat bitwise between them, as the kernels are deterministic
+# by design; and the streaming attention again with bf16 that keeps fp32
+# values (EMU_BF16_EXACT) at fp32 tolerances: the algorithm itself.
 # No nvcc and no CUDA header is used: tests/emu's stubs come first on the
 # include path, and the dependency lists are checked for toolkit headers.
 # What this catches and what it cannot: docs/cuda.md, "Emulated in CI".
@@ -25,7 +27,7 @@ seeds=(${EMU_SEEDS:-1 2})
 
 for tool in g++ python3; do
     if ! command -v $tool >/dev/null; then
-        bad "$tool not found: the emulated CUDA attention test needs it (tools/install-deps.sh installs build-essential and python3)"
+        bad "$tool not found: the emulated CUDA ops test needs it (tools/install-deps.sh installs build-essential and python3)"
         finish
     fi
 done
@@ -36,7 +38,7 @@ fi
 
 W=$(cd "$B" && pwd)/emu
 rm -rf "$W"
-mkdir -p "$W/gen" "$W/bf16" "$W/fp32" "$W/obj"
+mkdir -p "$W/gen" "$W/bf16" "$W/fp32" "$W/ops" "$W/obj" "$W/test"
 E=$ROOT/tests/emu
 INC=(-I"$E" -I"$ROOT/kernels/cuda" -I"$ROOT/kernels" -I"$ROOT/src")
 CXXF=(-std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
@@ -45,7 +47,13 @@ RENAME=()
 for op in fwd bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
-KERNELS="fwd bwd decode probs"
+for op in matmul_fwd matmul_bwd layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
+    embed_bwd gate_fwd gate_bwd classifier logits adamw sumsq threads alloc free upload download copy zero \
+    host_memory sync backend; do
+    RENAME+=(-Dop_$op=cuda_op_$op)
+done
+KERNELS="fwd bwd decode probs"                           # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+OPS="layernorm elementwise embed gate classifier matmul" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
 t0=$SECONDS
@@ -69,8 +77,18 @@ for k in $KERNELS; do
     bg g++ "$W/fp32/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -DEMU_BF16_EXACT -MD -MF "$W/fp32/$k.deps" \
         "$W/gen/attention_$k.cpp"
 done
-for f in emu_runtime emu_cublas; do bg g++ "$W/obj/$f.o" "${CXXF[@]}" "${INC[@]}" -MD -MF "$W/obj/$f.deps" "$E/$f.cpp"; done
-bg g++ "$W/obj/test.o" "${CXXF[@]}" -I"$ROOT/kernels" -I"$ROOT/src" -I"$ROOT/tests" "$E/attention_emu_test.cpp"
+for k in $OPS; do
+    python3 "$E/cu2cpp.py" "kernels/cuda/$k.cu" "$W/gen/$k.cpp" 2>>"$W/failed.log" ||
+        echo "cu2cpp failed on $k.cu" >>"$W/failed.log"
+    bg g++ "$W/ops/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/$k.deps" "$W/gen/$k.cpp"
+done
+bg g++ "$W/ops/emu_memory.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/emu_memory.deps" "$E/emu_memory.cpp"
+for f in emu_runtime emu_cublas emu_cublaslt; do
+    bg g++ "$W/obj/$f.o" "${CXXF[@]}" "${INC[@]}" -MD -MF "$W/obj/$f.deps" "$E/$f.cpp"
+done
+for t in attention ops; do
+    bg g++ "$W/test/$t.o" "${CXXF[@]}" -I"$ROOT/kernels" -I"$ROOT/src" -I"$ROOT/tests" "$E/${t}_emu_test.cpp"
+done
 bg gcc "$W/obj/check.o" -std=c11 -O2 -I"$ROOT/tests" "$ROOT/tests/check.c"
 wait
 check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n'"$(tail -n 40 "$W/failed.log" 2>/dev/null)"
@@ -78,10 +96,10 @@ check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n
 
 # No toolkit header may have been read: every CUDA header comes from tests/emu.
 # (The lists are *.deps, not *.d: the Makefile includes every *.d under $B.)
-deps=$(cat "$W"/bf16/*.deps "$W"/fp32/*.deps "$W"/obj/*.deps | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
-leak=$(grep -v -e "^$ROOT/" -e "^$W/" <<<"$deps" | grep -iE 'cuda|cublas|/mma\.h$|/crt/|nvidia|/nv[a-z]*\.h$')
+deps=$(cat "$W"/bf16/*.deps "$W"/fp32/*.deps "$W"/ops/*.deps "$W"/obj/*.deps | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
+leak=$(grep -v -e "^$ROOT/" -e "^$W/" <<<"$deps" | grep -iE 'cuda|cublas|/cub/|/thrust/|/mma\.h$|/crt/|nvidia|/nv[a-z]*\.h$')
 check '[ -z "$leak" ]' "no CUDA toolkit header in the emulated build; read:"$'\n'"$leak"
-for stub in cuda_runtime.h cuda_bf16.h mma.h cublas_v2.h cublasLt.h; do
+for stub in cuda_runtime.h cuda_bf16.h mma.h cublas_v2.h cublasLt.h cub/device/device_radix_sort.cuh; do
     check 'grep -qx "$E/$stub" <<<"$deps"' "the kernels include tests/emu/$stub"
 done
 
@@ -92,59 +110,79 @@ rc=$?
 check '[ $rc -eq 0 ]' "the build's link flags: $LDLIBS"
 for mode in bf16 fp32; do
     # shellcheck disable=SC2086
-    out=$(g++ -o "$W/attention_emu_test_$mode" "$W/obj/"*.o "$W/$mode/"*.o "$B/libsg.a" $LDLIBS 2>&1)
+    out=$(g++ -o "$W/attention_emu_test_$mode" "$W/test/attention.o" "$W/obj/"*.o "$W/$mode/"*.o "$B/libsg.a" \
+        $LDLIBS 2>&1)
     rc=$?
     check '[ $rc -eq 0 ]' "attention_emu_test_$mode links"$'\n'"$out"
 done
+# shellcheck disable=SC2086
+out=$(g++ -o "$W/ops_emu_test" "$W/test/ops.o" "$W/obj/"*.o "$W/ops/"*.o "$B/libsg.a" $LDLIBS 2>&1)
+rc=$?
+check '[ $rc -eq 0 ]' "ops_emu_test links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"
 
-# --- run: the two seeds in parallel, then the fp32 build ------------------------
+# --- run: two at a time, one thread each --------------------------------------
 t0=$SECONDS
-pids=()
-for s in "${seeds[@]}"; do
-    "$W/attention_emu_test_bf16" "$s" "$W/digests.$s" >"$W/run.$s" 2>&1 &
-    pids+=($!)
+export OMP_NUM_THREADS=1 # the CPU references: one core per run
+runs=()                  # att.SEED and ops.SEED (the bf16 batteries), fp32
+for s in "${seeds[@]}"; do runs+=("att.$s"); done
+for s in "${seeds[@]}"; do runs+=("ops.$s"); done
+runs+=(fp32)
+start() { # a run in the background, its exit status to $W/rc.$1
+    case $1 in
+    att.*) "$W/attention_emu_test_bf16" "${1#att.}" "$W/digests.$1" >"$W/run.$1" 2>&1 ;;
+    ops.*) "$W/ops_emu_test" "${1#ops.}" "$W/digests.$1" >"$W/run.$1" 2>&1 ;;
+    fp32) "$W/attention_emu_test_fp32" --fp32 "${seeds[0]}" "$W/digests.fp32" attention >"$W/run.fp32" 2>&1 ;;
+    esac
+    echo $? >"$W/rc.$1"
+}
+n=0
+for r in "${runs[@]}"; do
+    start "$r" &
+    n=$((n + 1))
+    [ $n -ge 2 ] && wait -n
 done
-"$W/attention_emu_test_fp32" --fp32 "${seeds[0]}" "$W/digests.fp32" attention >"$W/run.fp32" 2>&1
-rc_fp32=$?
-rcs=()
-for p in "${pids[@]}"; do
-    wait "$p"
-    rcs+=($?)
-done
+wait
 echo "ran in $((SECONDS - t0)) s"
 
 # each run's own checks count as ours; a run without its summary line crashed
-tally_run() { # label, log, exit status
-    local line p f
-    line=$(grep -E '^attention_emu_test: [0-9]+ passed, [0-9]+ failed$' "$2" | tail -n 1)
+tally_run() { # label, run name
+    local line p f name rc
+    name=$([[ $2 == ops.* ]] && echo ops_emu_test || echo attention_emu_test)
+    rc=$(cat "$W/rc.$2" 2>/dev/null)
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed\$" "$W/run.$2" | tail -n 1)
     if [ -z "$line" ]; then
-        bad "$1: no summary (exit $3)"$'\n'"$(tail -n 20 "$2")"
+        bad "$1: no summary (exit $rc)"$'\n'"$(tail -n 20 "$W/run.$2")"
         return
     fi
     p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
     f=$(sed -E 's/.*passed, ([0-9]+) failed/\1/' <<<"$line")
     pass=$((pass + p)) fail=$((fail + f))
-    grep '^FAIL' "$2" | head -n 20 | sed "s/^/$1: /" >&2
+    grep '^FAIL' "$W/run.$2" | head -n 20 | sed "s/^/$1: /" >&2
     echo "$1: $p passed, $f failed"
 }
-echo "--- seed ${seeds[0]}: each case's worst error as a fraction of its tolerance, and its time"
-grep -E '^(attention|decode|probs\+apply) ' "$W/run.${seeds[0]}"
-grep -h '^largest' "$W/run.${seeds[0]}"
+s1=${seeds[0]}
+echo "--- seed $s1: each case's worst error as a fraction of its tolerance, and its time"
+grep -hE 'worst [0-9.]+ of tolerance +[0-9.]+ s$' "$W/run.att.$s1" "$W/run.ops.$s1"
+grep -h '^largest' "$W/run.att.$s1" "$W/run.ops.$s1"
 grep -E '^attention ' "$W/run.fp32" | awk '{ w = $(NF - 4) > w ? $(NF - 4) : w; n++ }
     END { printf "fp32 operands (EMU_BF16_EXACT), fp32 tolerances: %d cases, worst %.3f of tolerance\n", n, w }'
-for j in "${!seeds[@]}"; do tally_run "bf16 seed ${seeds[$j]}" "$W/run.${seeds[$j]}" "${rcs[$j]}"; done
-tally_run "fp32 seed ${seeds[0]}" "$W/run.fp32" "$rc_fp32"
+for s in "${seeds[@]}"; do tally_run "attention bf16 seed $s" "att.$s"; done
+tally_run "attention fp32 seed $s1" fp32
+for s in "${seeds[@]}"; do tally_run "ops seed $s" "ops.$s"; done
 
 # every case's outputs bitwise equal under every seed
-n=$(wc -l <"$W/digests.${seeds[0]}")
-check '[ "$n" -gt 100 ]' "the battery ran ($n cases)"
-for s in "${seeds[@]:1}"; do
-    while read -r line; do
-        bad "outputs differ between seeds ${seeds[0]} and $s (a race): ${line#< }"
-    done < <(diff "$W/digests.${seeds[0]}" "$W/digests.$s" | grep '^<' | sed -E 's/ [0-9a-f]{16}$//')
-    same=$(comm -12 <(sort "$W/digests.${seeds[0]}") <(sort "$W/digests.$s") | wc -l)
-    pass=$((pass + same))
-    echo "seeds ${seeds[0]} and $s: $same of $n cases bitwise equal"
+for b in att ops; do
+    n=$(wc -l <"$W/digests.$b.$s1")
+    min=$([ $b = att ] && echo 100 || echo 30)
+    check '[ "$n" -gt $min ]' "the $b battery ran ($n cases)"
+    for s in "${seeds[@]:1}"; do
+        while read -r line; do
+            bad "$b: outputs differ between seeds $s1 and $s (a race): ${line#< }"
+        done < <(diff "$W/digests.$b.$s1" "$W/digests.$b.$s" | grep '^<' | sed -E 's/ [0-9a-f]{16}$//')
+        same=$(comm -12 <(sort "$W/digests.$b.$s1") <(sort "$W/digests.$b.$s") | wc -l)
+        pass=$((pass + same))
+        echo "$b: seeds $s1 and $s: $same of $n cases bitwise equal"
+    done
 done
 finish

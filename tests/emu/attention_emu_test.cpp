@@ -30,20 +30,10 @@
  * on both sides that must come back untouched, and every input must come
  * back unchanged. */
 #include <algorithm>
-#include <chrono>
-#include <cinttypes>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
+
+#include "battery.h"
 
 extern "C" {
-#include "check.h"
-#include "ops.h"
-#include "rng.h"
 void cuda_op_attention_fwd(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a);
 void cuda_op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, const real *dout, const real *q,
                            const real *k, const real *v, const real *out, const real *lse, const AttnArgs *a);
@@ -55,119 +45,10 @@ void cuda_op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsink, rea
 void cuda_op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a);
 void cuda_op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a);
 }
-namespace emu {
-void set_seed(unsigned long long s);
-extern size_t max_smem_launched;
-extern long switches;
-}  // namespace emu
 
-static_assert(sizeof(real) == sizeof(float), "the emulated kernels are fp32 (the CUDA build's real)");
-
-/* ---- buffers ------------------------------------------------------------ */
-
-static const uint32_t NAN_BITS = 0x7fc0dead; /* "not written": a quiet NaN */
-static float nan_fill() {
-    float f;
-    memcpy(&f, &NAN_BITS, 4);
-    return f;
-}
-
-/* n floats between two guard zones of NaN (reads past either end poison the
- * result; writes there are caught by guards_ok).  64 floats keep the data
- * 16-byte aligned, so the kernels take their float4 paths. */
-struct Buf {
-    static constexpr size_t G = 64;
-    std::vector<float> v;
-    size_t n;
-    explicit Buf(size_t n_, float fill = nan_fill()) : v(n_ + 2 * G), n(n_) {
-        for (size_t i = 0; i < v.size(); i++) v[i] = i >= G && i < G + n ? fill : nan_fill();
-    }
-    float *p() { return v.data() + G; }
-    const float *p() const { return v.data() + G; }
-    float &operator[](size_t i) { return v[G + i]; }
-    bool guards_ok() const {
-        for (size_t i = 0; i < G; i++)
-            if (memcmp(&v[i], &NAN_BITS, 4) || memcmp(&v[G + n + i], &NAN_BITS, 4)) return false;
-        return true;
-    }
-};
-
-static uint64_t g_key;
-static uint64_t g_ctr;
-static Buf normal(size_t n, double scale) {
-    Buf b(n, 0.f);
-    for (size_t i = 0; i < n; i++) b[i] = (float)(scale * rng_normal(g_key, g_ctr++));
-    return b;
-}
-static Buf neg_abs_normal(size_t n, double scale) {
-    Buf b = normal(n, scale);
-    for (size_t i = 0; i < n; i++) b[i] = -std::fabs(b[i]);
-    return b;
-}
-
-/* rows x cols elements at off + r * stride + c, as a contiguous vector */
-static std::vector<double> strided(const float *x, long rows, int cols, int stride, long off) {
-    std::vector<double> o;
-    o.reserve((size_t)rows * cols);
-    for (long r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) o.push_back(x[off + r * stride + c]);
-    return o;
-}
-static std::vector<double> flat(const float *x, long n) { return strided(x, 1, (int)n, 0, 0); }
-
-/* ---- comparison, as tests/gpu/test_gpu_ops.c's same() -------------------- */
-
-static std::string g_tag;
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
  * whose bf16 keeps fp32 values (EMU_BF16_EXACT, --fp32) */
 static bool g_bf16 = true;
-static double g_worst; /* the case's worst error, as a fraction of its tolerance */
-
-/* |got - ref| <= atol + rtol |ref| per element; scale (for atol) is the
- * output's largest magnitude unless given */
-static void same(const char *what, const std::vector<double> &got, const std::vector<double> &ref, bool lowp,
-                 double scale = -1) {
-    if (scale < 0) {
-        scale = 0;
-        for (double x : ref) scale = std::fmax(scale, std::fabs(x));
-    }
-    const double atol = lowp ? 2e-2 * scale + 1e-6 : 1e-5 * (scale > 1 ? scale : 1), rtol = lowp ? 2e-2 : 1e-4;
-    long worst = 0;
-    const double e = check_max_err(got.data(), ref.data(), (long)got.size(), atol, rtol, &worst);
-    g_worst = std::fmax(g_worst, std::isnan(e) ? INFINITY : e);
-    CHECK(e <= 1, "%s: %s: worst %.3g of tolerance at %ld (emu %.7g, cpu %.7g)", g_tag.c_str(), what, e, worst,
-          got.empty() ? 0. : got[worst], ref.empty() ? 0. : ref[worst]);
-}
-
-/* An output whose exact value is 0, so that both sides hold rounding noise:
- * |got - ref| <= bound per element. */
-static void noise(const char *what, const std::vector<double> &got, const std::vector<double> &ref, double bound) {
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); i++) {
-        const double e = std::fabs(got[i] - ref[i]);
-        worst = std::isnan(e) ? INFINITY : std::fmax(worst, e);
-    }
-    g_worst = std::fmax(g_worst, worst / bound);
-    CHECK(worst <= bound, "%s: %s (exactly 0): |emu - cpu| up to %.3g, over the rounding bound %.3g", g_tag.c_str(),
-          what, worst, bound);
-}
-
-static void intact(const char *what, const Buf &b) { CHECK(b.guards_ok(), "%s: %s: written outside", g_tag.c_str(), what); }
-static void unchanged(const char *what, const Buf &now, const Buf &before) {
-    CHECK(!memcmp(now.v.data(), before.v.data(), sizeof(float) * now.v.size()), "%s: input %s was written",
-          g_tag.c_str(), what);
-}
-
-/* FNV-1a over the bits of every output of a case */
-struct Digest {
-    uint64_t h = 1469598103934665603ull;
-    void add(const Buf &b) {
-        const unsigned char *p = (const unsigned char *)b.v.data();
-        for (size_t i = 0; i < sizeof(float) * b.v.size(); i++) h = (h ^ p[i]) * 1099511628211ull;
-    }
-};
-static FILE *g_digests;
-static void digest_out(const Digest &d) { fprintf(g_digests, "%s %016" PRIx64 "\n", g_tag.c_str(), d.h); }
 
 /* ---- streaming attention: forward and backward ------------------------- */
 
@@ -183,7 +64,7 @@ struct AttnCase {
 static long written(const Buf &b, long rows, int stride, int from, int to) {
     long n = 0;
     for (long r = 0; r < rows; r++)
-        for (int e = from; e < to; e++) n += memcmp(&b.v[Buf::G + r * stride + e], &NAN_BITS, 4) != 0;
+        for (int e = from; e < to; e++) n += memcmp(&b.p()[r * stride + e], &NAN_BITS, 4) != 0;
     return n;
 }
 static void nan_pad(Buf &b, long rows, int stride, int from) {
@@ -396,21 +277,7 @@ int main(int argc, char **argv) {
         perror(argv[2]);
         return 2;
     }
-    const char *filter = argc > 3 ? argv[3] : "";
-    uint64_t ncase = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    auto begin = [&](const std::string &tag) {
-        t0 = std::chrono::steady_clock::now();
-        g_key = rng_key(2026, 11, ++ncase); /* inputs depend on the case, not on the seed */
-        g_ctr = 0;
-        g_tag = tag;
-        g_worst = 0;
-        return tag.find(filter) != std::string::npos;
-    };
-    auto end = [&](const std::string &tag) {
-        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        printf("%-66s worst %.3f of tolerance  %5.2f s\n", tag.c_str(), g_worst, sec);
-    };
+    Cases cases(argc > 3 ? argv[3] : "", 11);
     char tag[128];
 
     /* Streaming attention: every (T, d, phantom, log-bias) of the grid
@@ -433,9 +300,9 @@ int main(int argc, char **argv) {
     for (const AttnCase &c : attn) {
         snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%d v=%s%s", c.B, c.T, c.H, c.d,
                  PH[c.phantom], c.logbias, c.vsep ? "own" : "qkv", c.pad ? " rows+pad" : "");
-        if (!begin(tag)) continue;
+        if (!cases.begin(tag)) continue;
         test_attention(c);
-        end(tag);
+        cases.end();
     }
 
     const int dshape[][4] = {{3, 7, 2, 16}, {3, 1, 2, 16}, {2, 130, 2, 64}};
@@ -446,9 +313,9 @@ int main(int argc, char **argv) {
                     const DecodeCase c = {s[0], s[1], s[2], s[3], ph, lb, qsh};
                     snprintf(tag, sizeof tag, "decode B%d T%d H%d d%d phantom=%s logbias=%d q=%s", c.B, c.T, c.H, c.d,
                              PH[ph], lb, qsh ? "shared" : "own");
-                    if (!begin(tag)) continue;
+                    if (!cases.begin(tag)) continue;
                     test_decode(c);
-                    end(tag);
+                    cases.end();
                 }
 
     const int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 260, 1, 16}};
@@ -458,9 +325,9 @@ int main(int argc, char **argv) {
                 const ProbsCase c = {s[0], s[1], s[2], s[3], ph, lb};
                 snprintf(tag, sizeof tag, "probs+apply B%d T%d H%d d%d phantom=%s logbias=%d", c.B, c.T, c.H, c.d,
                          PH[ph], lb);
-                if (!begin(tag)) continue;
+                if (!cases.begin(tag)) continue;
                 test_probs(c);
-                end(tag);
+                cases.end();
             }
 
     fclose(g_digests);

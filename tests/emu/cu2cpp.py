@@ -9,6 +9,8 @@ C++ are replaced, everything else is left to the stub headers.
       -> T *const name = reinterpret_cast<T *>(emu::dyn_smem());
   __shared__ T name[dims];
       -> EMU_SHARED(T, name, [dims]);   (one storage for all threads of a block)
+  __shared__ T a[n], b[m];
+      -> EMU_SHARED(T, a, [n]); EMU_SHARED(T, b, [m]);   (one per declarator)
 
 Line numbers are kept (a #line directive names the original file), so
 compiler messages point into the .cu file.  Anything of CUDA's syntax left
@@ -38,13 +40,26 @@ def launches(src):
         pos = i
 
 
+def shared(m):
+    """__shared__ T d1, d2, ...; -> one EMU_SHARED per declarator (plain
+    names with array dimensions; a pointer or initialiser is not matched and
+    is left for the check below)"""
+    out = []
+    for decl in m.group(2).split(','):
+        d = re.fullmatch(r'\s*(\w+)\s*((?:\[[^\]]+\]\s*)*)', decl)
+        if not d:  # a comma inside a dimension
+            sys.exit('cu2cpp: cannot split the declaration "%s" that the emulator cannot take' % m.group(0))
+        out.append('EMU_SHARED(%s, %s, %s);' % (m.group(1), d.group(1), d.group(2).strip()))
+    return ' '.join(out)
+
+
 def main():
     path, dst = sys.argv[1], sys.argv[2]
     src = open(path).read()
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w\s]*?\w)\s+(\w+)\s*\[\s*\]\s*;',
                  r'\1 *const \2 = reinterpret_cast<\1 *>(emu::dyn_smem());', src)
-    src = re.sub(r'__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w\s]*?\w)\s+(\w+)\s*((?:\[[^\]]+\])*)\s*;',
-                 r'EMU_SHARED(\1, \2, \3);', src)
+    src = re.sub(r'__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w\s]*?\w)\s+(\w+\s*(?:\[[^\]]+\]\s*)*'
+                 r'(?:,\s*\w+\s*(?:\[[^\]]+\]\s*)*)*);', shared, src)
     src = launches(src)
     for bad in ('__shared__', '<<<', '>>>'):
         if bad in src:

@@ -1,5 +1,6 @@
 /* Stand-in for cuda_bf16.h in the emulated build: __nv_bfloat16 and the
- * conversions the attention kernels use.
+ * conversions the CUDA ops use (__float2bfloat16 rounds to nearest even,
+ * as __float2bfloat16_rn).
  *
  * Default: a real 16-bit bfloat16, rounded to nearest even (NaN stays NaN),
  * as __float2bfloat16_rn on the device; the kernels' tiles then hold exactly
@@ -36,6 +37,7 @@ inline float __bfloat162float(__nv_bfloat16 h) {
     return f;
 }
 #endif
+inline __nv_bfloat16 __float2bfloat16(float x) { return __float2bfloat16_rn(x); }
 struct __nv_bfloat162 {
     __nv_bfloat16 x, y;
 };

@@ -1,8 +1,15 @@
 /* Stand-in for the CUDA runtime header in the emulated build
- * (tests/e2e_cuda_emu.sh): the execution model (emu_threads.h) and the few
- * runtime calls the attention ops make.  tests/emu comes first on the
- * include path, so this file, not the toolkit's, is what
- * kernels/cuda/cuda_common.h gets. */
+ * (tests/e2e_cuda_emu.sh): the execution model (emu_threads.h) and the
+ * runtime calls the CUDA ops make.  tests/emu comes first on the include
+ * path, so this file, not the toolkit's, is what kernels/cuda/cuda_common.h
+ * gets.
+ *
+ * Device memory is host memory here, and launches run to the end before
+ * they return (one stream, in issue order), so the asynchronous copies are
+ * plain copies and a stream synchronisation has nothing to wait for.
+ * cudaMalloc returns 256-byte-aligned memory, as the device's allocator
+ * does, filled with NaN bytes (0xff), as an op must not read what it did
+ * not write. */
 #ifndef SG_EMU_CUDA_RUNTIME_H
 #define SG_EMU_CUDA_RUNTIME_H
 
@@ -10,9 +17,16 @@
 
 typedef int cudaError_t;
 typedef void *cudaStream_t;
-enum { cudaSuccess = 0 };
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidPitchValue = 12 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
 
 namespace emu {
 /* the H200's (sm_90) shared memory per block with the opt-in: 227 KiB */
@@ -40,5 +54,34 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute attr, int v) {
     emu::max_smem_attr = (size_t)v;
     return cudaSuccess;
 }
+
+/* emu_runtime.cpp */
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+template <class T>
+cudaError_t cudaMalloc(T **p, size_t bytes) { /* the runtime header's typed overload */
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t = nullptr) {
+    if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidValue;
+    if (bytes) memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+/* height rows of width bytes, at pitches dpitch and spitch */
+inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, cudaMemcpyKind kind, cudaStream_t = nullptr) {
+    if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidValue;
+    if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+    for (size_t r = 0; r < height; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return cudaSuccess;
+}
+
+/* The device's math functions that the host's math library lacks.  rsqrtf
+ * is exact here (the device's is within 2 ulp): results agree to fp32
+ * rounding, not bitwise. */
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 #endif

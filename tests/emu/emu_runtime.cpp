@@ -1,6 +1,8 @@
-/* The emulated launch (the scheduler of emu_threads.h), shared memory, and
- * the host side of kernels/cuda/cuda_common.h (stream, handles, scratch
- * buffers, the failure exit) for the emulated attention ops.
+/* The emulated launch (the scheduler of emu_threads.h), shared memory,
+ * cudaMalloc and cudaFree, and the host side of kernels/cuda/cuda_common.h
+ * (stream, handles, scratch buffers, the failure exit) for the emulated
+ * CUDA ops.  (kernels/cuda/runtime.cu's memory half, op_alloc to op_free,
+ * is emu_memory.cpp.)
  *
  * Thread switches.  A thread starts on its own stack with makecontext and
  * setcontext; after that every switch is _setjmp/_longjmp, which only
@@ -179,23 +181,50 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
 }
 }  // namespace emu
 
+/* ---- device memory: host memory, as cudaMalloc aligned ---- */
+
+/* 256-byte aligned and uninitialised (NaN bytes), as the device's */
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (!p) return cudaErrorInvalidValue;
+    const size_t n = (bytes + 255) / 256 * 256;
+    *p = aligned_alloc(256, n ? n : 256);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, n);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+
 /* ---- the host side of cuda_common.h ---- */
+struct emu_cublas {};
+struct emu_cublaslt {};
 extern "C" {
 void sg_cuda_fail(const char *file, int line, const char *call, const char *why) {
     fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, why);
     exit(1);
 }
 cudaStream_t sg_stream(void) { return nullptr; }
-cublasLtHandle_t sg_cublaslt(void) { return nullptr; }
-cublasHandle_t sg_cublas(void) { return nullptr; }
-void sg_matmul_forget(void) {}
-/* Poisoned with NaN on every call: a kernel must write what it reads. */
+/* handles that are not NULL (the emulated calls refuse NULL, as cuBLAS) */
+cublasLtHandle_t sg_cublaslt(void) {
+    static emu_cublaslt h;
+    return &h;
+}
+cublasHandle_t sg_cublas(void) {
+    static emu_cublas h;
+    return &h;
+}
+/* Poisoned with NaN on every call, and a new buffer each time: a kernel
+ * must write what it reads, and may not keep a pointer past the next call
+ * with the same slot (the contract of cuda_common.h; runtime.cu's buffer
+ * lives on while it is large enough).  256-byte aligned, as runtime.cu's
+ * cudaMalloc'ed buffers. */
 void *sg_scratch(int slot, size_t bytes) {
     static void *buf[16];
     if (slot < 0 || slot >= 16) abort();
-    free(buf[slot]);
-    buf[slot] = malloc(bytes ? bytes : 1);
-    memset(buf[slot], 0xff, bytes);
+    cudaFree(buf[slot]);
+    if (cudaMalloc(&buf[slot], bytes)) abort();
     return buf[slot];
 }
 }

@@ -1,4 +1,4 @@
-/* The CUDA execution model on the host, for the emulated attention kernels
+/* The CUDA execution model on the host, for the emulated CUDA kernels
  * (tests/e2e_cuda_emu.sh): blocks, threads, barriers, warp shuffles and
  * shared memory.
  *

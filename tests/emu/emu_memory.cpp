@@ -1,0 +1,38 @@
+/* The memory half of the op interface (ops.h, "memory") as
+ * kernels/cuda/runtime.cu implements it, over the emulated device memory
+ * (cudaMalloc in emu_runtime.cpp: host memory, 256-byte aligned).  What
+ * the tests depend on is kept: op_alloc zeroes, and op_free makes the
+ * matmuls forget the bf16 copies their forwards kept (matmul.cu), as an
+ * address may come back for another buffer.  Built with the CUDA ops'
+ * names (cuda_op_free, ...) next to the CPU ops' own. */
+#include <string.h>
+
+#include "cuda_common.h"
+
+extern "C" void *op_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    memset(p, 0, bytes ? bytes : 1);
+    return p;
+}
+extern "C" void op_free(void *p) {
+    if (!p) return;
+    CUDA_CHECK(cudaFree(p));
+    sg_matmul_forget();
+}
+extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+}
+extern "C" void op_download(void *host, const void *dev, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, sg_stream()));
+}
+extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
+}
+extern "C" void op_zero(void *p, size_t bytes) {
+    if (bytes) memset(p, 0, bytes);
+}
+extern "C" int op_host_memory(void) { return 0; }
+extern "C" void op_sync(void) {}
+extern "C" const char *op_backend(void) { return "cuda (emulated on the host, tests/emu)"; }
+extern "C" int op_threads(void) { return 1; }

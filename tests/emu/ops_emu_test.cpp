@@ -1,0 +1,522 @@
+/* The CUDA ops other than attention (kernels/cuda/layernorm.cu,
+ * elementwise.cu, embed.cu, gate.cu, classifier.cu, matmul.cu), run on the
+ * host emulator (tests/emu), against the CPU ops (kernels/cpu, from the
+ * build's libsg.a).  Run by tests/e2e_cuda_emu.sh, which builds it; see
+ * there and docs/cuda.md.
+ *
+ * usage: ops_emu_test SEED DIGESTS [FILTER]   (as attention_emu_test)
+ *
+ * The cases are tests/gpu/test_gpu_ops.c's, with its inputs' distributions
+ * and tolerances, per element |emu - cpu| <= atol + rtol |cpu|:
+ *   fp32 ops (LayerNorm, GELU, add, AdamW, embeddings, gates): rtol 1e-4,
+ *   atol 1e-5 x max(1, the output's largest magnitude); sumsq within 1e-10
+ *   relative;
+ *   ops with bf16 matrix products (matmul, classifier, logits): rtol 2e-2,
+ *   atol 2e-2 x the output's largest magnitude; the classifier's loss sum
+ *   within 2e-3 relative.
+ * Where test_gpu_ops's shapes would take the emulator too long they are
+ * trimmed (the case says how and what it keeps), and a few cases are added
+ * for paths its shapes never take (each says which).  Its bitwise checks
+ * are kept: the fused residual LayerNorm against add then LayerNorm, two
+ * runs of sumsq, of the matmul forward, the classifier's loss with and
+ * without gradients, and the backward's dW from the forward's kept bf16
+ * copy against a fresh cast; here also that op_free makes the matmul forget
+ * that copy.
+ * Every overwritten output starts as NaN, every accumulated one ("(acc)" in
+ * ops.h) as random values the reference starts from too; every buffer has
+ * NaN guard zones on both sides that must come back untouched; every input
+ * must come back unchanged; what an op must leave alone (the rest of a
+ * strided row, an output of the other gate slot) must stay as it was. */
+#include <algorithm>
+
+#include "battery.h"
+
+extern "C" {
+void cuda_op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
+void cuda_op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp, const real *w, int M, int K, int N);
+void cuda_op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N,
+                           int C);
+void cuda_op_residual_layernorm_fwd(real *res, real *out, real *mean, real *rstd, const real *a, const real *b,
+                                    const real *w, const real *bias, int N, int C);
+void cuda_op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                           const real *mean, const real *rstd, int N, int C);
+void cuda_op_gelu_fwd(real *out, const real *inp, long n);
+void cuda_op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n);
+void cuda_op_add(real *out, const real *a, const real *b, long n);
+void cuda_op_embed_fwd(real *out, const int32_t *tokens, const real *wte, const real *wpe, const real *sink, int B,
+                       int T, int C);
+void cuda_op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *dout, const int32_t *tokens, int B, int T,
+                       int C);
+void cuda_op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int v_stride, const GateParams *p, int B, int T,
+                      int H, int d);
+void cuda_op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db, const real *dvg, const real *dlogbias,
+                      const real *v, int v_stride, const real *g, const GateParams *p, int B, int T, int H, int d);
+double cuda_op_classifier(real *losses, real *dx, real *dwte, const real *x, const real *wte, const int32_t *targets,
+                          int N, int C, int V, int Vp, real dscale);
+void cuda_op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp);
+void cuda_op_adamw(real *p, real *m, real *v, const real *g, long n, double lr, double b1, double b2, double eps,
+                   double wd, long t, double gscale);
+double cuda_op_sumsq(const real *x, long n);
+void *cuda_op_alloc(size_t bytes);
+void cuda_op_free(void *p);
+}
+
+/* int32 tokens or targets between guards of NaN's bits (a huge index, if read) */
+struct IBuf {
+    static constexpr size_t G = 16;
+    std::vector<int32_t, Aligned256<int32_t>> v;
+    size_t n;
+    explicit IBuf(size_t n_) : v(n_ + 2 * G, (int32_t)NAN_BITS), n(n_) {}
+    int32_t *p() { return v.data() + G; }
+    int32_t &operator[](size_t i) { return v[G + i]; }
+};
+
+static void same(const char *what, const Buf &got, const Buf &ref, bool lowp) { same(what, flat(got), flat(ref), lowp); }
+static void bitwise(const char *what, const Buf &a, const Buf &b) {
+    CHECK(same_bits(a, b), "%s: %s: not bitwise equal", g_tag.c_str(), what);
+}
+static void digest(std::initializer_list<const Buf *> outs) {
+    Digest dg;
+    for (const Buf *b : outs) dg.add(*b);
+    digest_out(dg);
+}
+static void intact(std::initializer_list<const Buf *> outs) {
+    for (const Buf *b : outs) intact("outputs", *b);
+}
+
+/* ---- GELU, add, AdamW, sumsq (elementwise.cu) ------------------------------ */
+
+/* As test_gpu_ops's test_pointwise: x ~ N(0, 3), AdamW at step 3 with a clip
+ * factor, from p ~ N(0, 1), m ~ N(0, 0.1), v = N(0, 0.1)^2. */
+static void test_pointwise(long n) {
+    Buf x = normal(n, 3), x2 = normal(n, 1), dy = normal(n, 1);
+    const Buf x0 = x, x20 = x2, dy0 = dy;
+    Buf y_r(n), y(n), dx_r(n), dx(n), s_r(n), s(n);
+    op_gelu_fwd(y_r.p(), x.p(), n);
+    cuda_op_gelu_fwd(y.p(), x.p(), n);
+    same("gelu fwd", y, y_r, false);
+    op_gelu_bwd(dx_r.p(), x.p(), dy.p(), n);
+    cuda_op_gelu_bwd(dx.p(), x.p(), dy.p(), n);
+    same("gelu bwd", dx, dx_r, false);
+    op_add(s_r.p(), x.p(), x2.p(), n);
+    cuda_op_add(s.p(), x.p(), x2.p(), n);
+    same("add", s, s_r, false);
+
+    Buf p_r = normal(n, 1), m_r = normal(n, 0.1), v_r = normal(n, 0.1), g = normal(n, 1);
+    for (long i = 0; i < n; i++) v_r[i] = v_r[i] * v_r[i];
+    Buf p = p_r, m = m_r, v = v_r;
+    const Buf g0 = g;
+    op_adamw(p_r.p(), m_r.p(), v_r.p(), g.p(), n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    cuda_op_adamw(p.p(), m.p(), v.p(), g.p(), n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    same("adamw p", p, p_r, false);
+    same("adamw m", m, m_r, false);
+    same("adamw v", v, v_r, false);
+
+    const double s1 = op_sumsq(g.p(), n), s2 = cuda_op_sumsq(g.p(), n), s3 = cuda_op_sumsq(g.p(), n);
+    CHECK(std::fabs(s1 - s2) <= 1e-10 * s1, "%s: sumsq %.17g vs cpu %.17g", g_tag.c_str(), s2, s1);
+    CHECK(s2 == s3, "%s: sumsq twice: %.17g %.17g (determinism)", g_tag.c_str(), s2, s3);
+    intact({&y, &dx, &s, &p, &m, &v});
+    unchanged("x", x, x0), unchanged("x2", x2, x20), unchanged("dy", dy, dy0), unchanged("g", g, g0);
+    Buf sums(2, 0.f);
+    memcpy(sums.p(), &s2, sizeof(float) * 2);
+    digest({&y, &dx, &s, &p, &m, &v, &sums});
+}
+
+/* sumsq alone over more than 256 chunks of 8192: the final kernel's
+ * threads then add more than one partial each */
+static void test_sumsq(long n) {
+    Buf g = normal(n, 1);
+    const double s1 = op_sumsq(g.p(), n), s2 = cuda_op_sumsq(g.p(), n), s3 = cuda_op_sumsq(g.p(), n);
+    CHECK(std::fabs(s1 - s2) <= 1e-10 * s1, "%s: sumsq %.17g vs cpu %.17g", g_tag.c_str(), s2, s1);
+    CHECK(s2 == s3, "%s: sumsq twice: %.17g %.17g (determinism)", g_tag.c_str(), s2, s3);
+    Buf sums(2, 0.f);
+    memcpy(sums.p(), &s2, sizeof(float) * 2);
+    digest({&sums});
+}
+
+/* ---- LayerNorm (layernorm.cu) -------------------------------------------- */
+
+/* As test_gpu_ops's test_layernorm: x ~ N(0, 2), w and b ~ N(0, 1); each
+ * backward from its own forward's mean and rstd, into random dinp, dw, db. */
+static void test_layernorm(int N, int C, int bias) {
+    const long n = (long)N * C;
+    Buf x = normal(n, 2), w = normal(C, 1), b = normal(bias ? C : 0, 1), dy = normal(n, 1);
+    const Buf x0 = x, w0 = w, b0 = b, dy0 = dy;
+    Buf y_r(n), mu_r(N), rs_r(N), y(n), mu(N), rs(N);
+    op_layernorm_fwd(y_r.p(), mu_r.p(), rs_r.p(), x.p(), w.p(), bias ? b.p() : nullptr, N, C);
+    cuda_op_layernorm_fwd(y.p(), mu.p(), rs.p(), x.p(), w.p(), bias ? b.p() : nullptr, N, C);
+    same("out", y, y_r, false);
+    same("mean", mu, mu_r, false);
+    same("rstd", rs, rs_r, false);
+    Buf dx_r = normal(n, 1), dw_r = normal(C, 1), db_r = normal(C, 1);
+    Buf dx = dx_r, dw = dw_r, db = db_r;
+    op_layernorm_bwd(dx_r.p(), dw_r.p(), bias ? db_r.p() : nullptr, dy.p(), x.p(), w.p(), mu_r.p(), rs_r.p(), N, C);
+    cuda_op_layernorm_bwd(dx.p(), dw.p(), bias ? db.p() : nullptr, dy.p(), x.p(), w.p(), mu.p(), rs.p(), N, C);
+    same("dinp (accumulated)", dx, dx_r, false);
+    same("dw (accumulated)", dw, dw_r, false);
+    if (bias) same("db (accumulated)", db, db_r, false);
+    else bitwise("db untouched without a bias", db, db_r);
+    intact({&y, &mu, &rs, &dx, &dw, &db});
+    unchanged("x", x, x0), unchanged("w", w, w0), unchanged("b", b, b0), unchanged("dout", dy, dy0);
+    digest({&y, &mu, &rs, &dx, &dw, &db});
+}
+
+/* As test_gpu_ops's test_residual_layernorm: against the CPU op, and
+ * bitwise against the emulated op_add then op_layernorm_fwd.  alias: 0 res
+ * separate, 1 res == a, 2 res == b. */
+static void test_residual_layernorm(int N, int C, int bias, int alias) {
+    const long n = (long)N * C;
+    Buf a = normal(n, 2), bb = normal(n, 1), w = normal(C, 1), b = normal(bias ? C : 0, 1);
+    const Buf a0 = a, bb0 = bb, w0 = w, b0 = b;
+    const float *bp = bias ? b.p() : nullptr;
+    /* the composition, from the untouched inputs */
+    Buf res2(n), y2(n), mu2(N), rs2(N);
+    cuda_op_add(res2.p(), a.p(), bb.p(), n);
+    cuda_op_layernorm_fwd(y2.p(), mu2.p(), rs2.p(), res2.p(), w.p(), bp, N, C);
+
+    Buf a_r = a, bb_r = bb, res_r(n), y_r(n), mu_r(N), rs_r(N), res(n), y(n), mu(N), rs(N);
+    Buf &dst_r = alias == 1 ? a_r : alias == 2 ? bb_r : res_r, &dst = alias == 1 ? a : alias == 2 ? bb : res;
+    op_residual_layernorm_fwd(dst_r.p(), y_r.p(), mu_r.p(), rs_r.p(), a_r.p(), bb_r.p(), w.p(), bp, N, C);
+    cuda_op_residual_layernorm_fwd(dst.p(), y.p(), mu.p(), rs.p(), a.p(), bb.p(), w.p(), bp, N, C);
+    same("res", dst, dst_r, false);
+    same("out", y, y_r, false);
+    same("mean", mu, mu_r, false);
+    same("rstd", rs, rs_r, false);
+    bitwise("res, against add then layernorm", dst, res2);
+    bitwise("out, against add then layernorm", y, y2);
+    bitwise("mean, against add then layernorm", mu, mu2);
+    bitwise("rstd, against add then layernorm", rs, rs2);
+    if (alias != 1) unchanged("a", a, a0);
+    if (alias != 2) unchanged("b", bb, bb0);
+    unchanged("w", w, w0), unchanged("bias", b, b0);
+    intact({&a, &bb, &res, &y, &mu, &rs});
+    digest({&dst, &y, &mu, &rs});
+}
+
+/* ---- embeddings (embed.cu) ------------------------------------------------- */
+
+/* As test_gpu_ops's test_embed: a third of the tokens below 4 (repeats),
+ * the rest below V; wte, wpe, sink, dout ~ N(0, 1), the gradients
+ * accumulated into random values.  skew: instead, all but every seventh
+ * token is 0, so one token's positions run through several tiles of the
+ * sorted order (the second dwte kernel, which test_gpu_ops's shapes, at
+ * most 32 positions, never reach). */
+static void test_embed(int B, int T, int C, int V, int sink, int skew) {
+    const int Tp = T + (sink ? 1 : 0), N = B * T;
+    IBuf tok(N);
+    for (int i = 0; i < N; i++) {
+        const uint64_t h = rng_key(g_key, 77, (uint64_t)i);
+        tok[i] = (int32_t)(skew ? (i % 7 ? 0 : rng_below(h, (uint64_t)V)) : rng_below(h, (uint64_t)(i % 3 ? V : 4)));
+    }
+    const IBuf tok0 = tok;
+    Buf wte = normal((long)V * C, 1), wpe = normal((long)T * C, 1), st = normal(sink ? C : 0, 1);
+    Buf dout = normal((long)B * Tp * C, 1);
+    const Buf wte0 = wte, wpe0 = wpe, st0 = st, dout0 = dout;
+    Buf out_r((long)B * Tp * C), out((long)B * Tp * C);
+    op_embed_fwd(out_r.p(), tok.p(), wte.p(), wpe.p(), sink ? st.p() : nullptr, B, T, C);
+    cuda_op_embed_fwd(out.p(), tok.p(), wte.p(), wpe.p(), sink ? st.p() : nullptr, B, T, C);
+    same(sink ? "fwd (sink token)" : "fwd", out, out_r, false);
+    Buf dwte_r = normal((long)V * C, 1), dwpe_r = normal((long)T * C, 1), dst_r = normal(sink ? C : 0, 1);
+    Buf dwte = dwte_r, dwpe = dwpe_r, dst = dst_r;
+    op_embed_bwd(dwte_r.p(), dwpe_r.p(), sink ? dst_r.p() : nullptr, dout.p(), tok.p(), B, T, C);
+    cuda_op_embed_bwd(dwte.p(), dwpe.p(), sink ? dst.p() : nullptr, dout.p(), tok.p(), B, T, C);
+    same("dwte (repeated tokens, accumulated)", dwte, dwte_r, false);
+    same("dwpe (accumulated)", dwpe, dwpe_r, false);
+    if (sink) same("dsink (accumulated)", dst, dst_r, false);
+    intact({&out, &dwte, &dwpe, &dst});
+    CHECK(tok.v == tok0.v, "%s: tokens written", g_tag.c_str());
+    unchanged("wte", wte, wte0), unchanged("wpe", wpe, wpe0), unchanged("sink", st, st0);
+    unchanged("dout", dout, dout0);
+    digest({&out, &dwte, &dwpe, &dst});
+}
+
+/* ---- gates (gate.cu) ------------------------------------------------------- */
+
+/* As test_gpu_ops's test_gate: v ~ N(0, 1) in rows of 3C (the qkv row),
+ * tau ~ N(0, 0.5), w ~ N(0, 0.3), b ~ N(0, 1), beta 8; each backward from
+ * its own forward's g.  The output of the other slot (logbias for the
+ * value slot, vg for the routing slot) is passed and must stay as it was,
+ * and so must dv outside the value slices (the rest of the 3C row), and
+ * the parameter gradients of the other kind.  zero: one read's v is 0
+ * (the norm gate's ||v|| = 0 branch). */
+static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero) {
+    const int C = H * d, vs = 3 * C;
+    const long nv = (long)B * T * vs, ng = (long)B * H * T, nvg = (long)B * T * C;
+    Buf v = normal(nv, 1), tau = normal(H, 0.5), w = normal((long)H * d, 0.3), b = normal(H, 1);
+    if (zero)
+        for (int e = 0; e < d; e++) v[(long)(T / 2) * vs + (H - 1) * d + e] = 0;
+    const Buf v0 = v, tau0 = tau, w0 = w, b0 = b;
+    const GateParams gp = {kind, slot, 8, tau.p(), w.p(), b.p()};
+    const bool route = slot == SLOT_ROUTING;
+    Buf g_r(ng), g(ng), vg_r = route ? normal(nvg, 1) : Buf(nvg), lb_r = route ? Buf(ng) : normal(ng, 1);
+    Buf vg = vg_r, lb = lb_r;
+    op_gate_fwd(g_r.p(), vg_r.p(), lb_r.p(), v.p(), vs, &gp, B, T, H, d);
+    cuda_op_gate_fwd(g.p(), vg.p(), lb.p(), v.p(), vs, &gp, B, T, H, d);
+    same("fwd g", g, g_r, false);
+    if (route) {
+        same("fwd logbias", lb, lb_r, false);
+        bitwise("vg untouched (routing slot)", vg, vg_r);
+    } else {
+        same("fwd vg", vg, vg_r, false);
+        bitwise("logbias untouched (value slot)", lb, lb_r);
+    }
+
+    Buf dv_r = normal(nv, 1), dvg = normal(nvg, 1), dlb = normal(ng, 1);
+    if (!route) /* overwritten in the value slices, left alone in the rest of the row */
+        for (long r = 0; r < (long)B * T; r++)
+            for (int e = 0; e < C; e++) dv_r[r * vs + e] = nan_fill();
+    Buf dtau_r = normal(H, 1), dw_r = normal((long)H * d, 1), db_r = normal(H, 1);
+    Buf dv = dv_r, dtau = dtau_r, dw = dw_r, db = db_r;
+    const Buf dvg0 = dvg, dlb0 = dlb;
+    op_gate_bwd(dv_r.p(), vs, dtau_r.p(), dw_r.p(), db_r.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr,
+                v.p(), vs, g_r.p(), &gp, B, T, H, d);
+    cuda_op_gate_bwd(dv.p(), vs, dtau.p(), dw.p(), db.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr, v.p(),
+                     vs, g.p(), &gp, B, T, H, d);
+    if (kind == GATE_NONE && route) {
+        bitwise("dv untouched (no gate, routing slot)", dv, dv_r);
+    } else {
+        same("bwd dv", dv, dv_r, false);
+        long bad = 0; /* the rest of the row: the very values it started with */
+        for (long r = 0; r < (long)B * T; r++)
+            bad += memcmp(&dv[r * vs + C], &dv_r[r * vs + C], sizeof(float) * (vs - C)) != 0;
+        CHECK(!bad, "%s: dv written outside the value slices in %ld rows", g_tag.c_str(), bad);
+    }
+    if (kind == GATE_NORM) same("bwd dtau (accumulated)", dtau, dtau_r, false);
+    else bitwise("dtau untouched", dtau, dtau_r);
+    if (kind == GATE_PROJ) {
+        same("bwd dw (accumulated)", dw, dw_r, false);
+        same("bwd db (accumulated)", db, db_r, false);
+    } else {
+        bitwise("dw untouched", dw, dw_r);
+        bitwise("db untouched", db, db_r);
+    }
+    intact({&g, &vg, &lb, &dv, &dtau, &dw, &db});
+    unchanged("v", v, v0), unchanged("tau", tau, tau0), unchanged("w", w, w0), unchanged("b", b, b0);
+    unchanged("dvg", dvg, dvg0), unchanged("dlogbias", dlb, dlb0);
+    digest({&g, &vg, &lb, &dv, &dtau, &dw, &db});
+}
+
+/* ---- classifier and logits (classifier.cu) -------------------------------- */
+
+/* As test_gpu_ops's test_classifier: x ~ N(0, 1), wte ~ N(0, 0.3) over all
+ * Vp rows (random values in the padded rows, which must not count),
+ * targets below V, dscale 1/N, dwte accumulated into N(0, 0.1); then the
+ * same loss bitwise without gradients.  grads: which of losses, dx and
+ * dwte are asked for (1, 2, 4); the other ones are passed as NULL. */
+static void test_classifier(int N, int C, int V, int Vp, int grads) {
+    const bool want_l = grads & 1, want_dx = grads & 2, want_dw = grads & 4;
+    Buf x = normal((long)N * C, 1), wte = normal((long)Vp * C, 0.3);
+    IBuf tg(N);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)rng_below(rng_key(g_key, 91, (uint64_t)i), (uint64_t)V);
+    const Buf x0 = x, wte0 = wte;
+    const IBuf tg0 = tg;
+    Buf loss_r(N), loss(N), dx_r((long)N * C), dx((long)N * C), dwte_r = normal((long)Vp * C, 0.1);
+    Buf dwte = dwte_r;
+    const real dscale = (real)(1.0 / N);
+    const double l1 = op_classifier(want_l ? loss_r.p() : nullptr, want_dx ? dx_r.p() : nullptr,
+                                    want_dw ? dwte_r.p() : nullptr, x.p(), wte.p(), tg.p(), N, C, V, Vp, dscale);
+    const double l2 = cuda_op_classifier(want_l ? loss.p() : nullptr, want_dx ? dx.p() : nullptr,
+                                         want_dw ? dwte.p() : nullptr, x.p(), wte.p(), tg.p(), N, C, V, Vp, dscale);
+    g_worst = std::fmax(g_worst, std::fabs(l1 - l2) / (2e-3 * std::fabs(l1)));
+    CHECK(std::fabs(l1 - l2) <= 2e-3 * std::fabs(l1), "%s: loss sum %.6f vs cpu %.6f", g_tag.c_str(), l2, l1);
+    if (want_l) same("row losses", loss, loss_r, true);
+    else bitwise("losses untouched (NULL)", loss, loss_r);
+    if (want_dx) same("dx", dx, dx_r, true);
+    else bitwise("dx untouched (NULL)", dx, dx_r);
+    same("dwte (accumulated)", dwte, dwte_r, true);
+    const double l3 = cuda_op_classifier(nullptr, nullptr, nullptr, x.p(), wte.p(), tg.p(), N, C, V, Vp, 1);
+    CHECK(l3 == l2, "%s: evaluation gives the training loss bitwise (%.17g, %.17g)", g_tag.c_str(), l3, l2);
+    intact({&loss, &dx, &dwte});
+    unchanged("x", x, x0), unchanged("wte", wte, wte0);
+    CHECK(tg.v == tg0.v, "%s: targets written", g_tag.c_str());
+    Buf sums(2, 0.f);
+    memcpy(sums.p(), &l2, sizeof(float) * 2);
+    digest({&loss, &dx, &dwte, &sums});
+}
+
+/* Plain logits over all Vp rows, in the classifier's precision (bf16
+ * operands); test_gpu_ops has no case of its own for op_logits. */
+static void test_logits(int N, int C, int Vp) {
+    Buf x = normal((long)N * C, 1), wte = normal((long)Vp * C, 0.3);
+    const Buf x0 = x, wte0 = wte;
+    Buf z_r((long)N * Vp), z((long)N * Vp);
+    op_logits(z_r.p(), x.p(), wte.p(), N, C, Vp);
+    cuda_op_logits(z.p(), x.p(), wte.p(), N, C, Vp);
+    same("logits", z, z_r, true);
+    intact({&z});
+    unchanged("x", x, x0), unchanged("wte", wte, wte0);
+    digest({&z});
+}
+
+/* ---- dense layers (matmul.cu, cuBLASLt) ------------------------------------ */
+
+/* As test_gpu_ops's test_matmul: x ~ N(0, 1), w ~ N(0, 0.1), dout ~ N(0, 1),
+ * dW accumulated into N(0, 0.01); the forward twice, bitwise; the
+ * backward's dW from the forward's kept bf16 copy of x against one from a
+ * copy of x that no forward read (a fresh cast), bitwise.  Then what
+ * op_free is for: x is changed in place (the reuse of ops.h's contract
+ * broken on purpose), so a backward that still reads the kept copy gives
+ * the old x's dW bitwise; after op_free of any buffer the copy is
+ * forgotten, and the backward gives the new x's dW, bitwise that of a
+ * fresh cast; and a forward of the same x with other values must read the
+ * new values.  The outputs are 64-byte aligned only, like the model's
+ * tensors, less than the 256 bytes the heuristic assumes unless told: the
+ * emulated cublasLtMatmul refuses a pointer less aligned than promised. */
+static void test_matmul(int M, int K, int N) {
+    const size_t L = Buf::G + 16; /* 64-byte aligned, not 128 */
+    const long nx = (long)M * K, nw = (long)N * K, ny = (long)M * N;
+    Buf x = normal(nx, 1), w = normal(nw, 0.1), dy = normal(ny, 1), dw0 = normal(nw, 0.01);
+    const Buf x0 = x, w0 = w, dy0 = dy;
+    Buf y_r(ny, nan_fill(), L), y(ny, nan_fill(), L), y2(ny, nan_fill(), L);
+    op_matmul_fwd(y_r.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_fwd(y.p(), x.p(), w.p(), M, K, N);
+    same("fwd", y, y_r, true);
+    Buf dx_r(nx, nan_fill(), L), dx(nx, nan_fill(), L), dw_r(nw, 0.f, L);
+    memcpy(dw_r.p(), dw0.p(), sizeof(float) * nw);
+    Buf dw = dw_r;
+    op_matmul_bwd(dx_r.p(), dw_r.p(), dy.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_bwd(dx.p(), dw.p(), dy.p(), x.p(), w.p(), M, K, N);
+    same("dinp", dx, dx_r, true);
+    same("dw (accumulated)", dw, dw_r, true);
+    cuda_op_matmul_fwd(y2.p(), x.p(), w.p(), M, K, N);
+    bitwise("fwd twice", y, y2);
+
+    Buf x2 = x, dw2(nw, 0.f, L), dw3(nw, 0.f, L);
+    memcpy(dw2.p(), dw0.p(), sizeof(float) * nw), memcpy(dw3.p(), dw0.p(), sizeof(float) * nw);
+    Buf dw4 = dw2, dw5 = dw2, dw6 = dw2;
+    cuda_op_matmul_bwd(nullptr, dw2.p(), dy.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_bwd(nullptr, dw3.p(), dy.p(), x2.p(), w.p(), M, K, N);
+    bitwise("dw from the forward's copy vs a fresh cast", dw2, dw3);
+
+    for (long i = 0; i < nx; i++) x[i] = -x[i] + 0.5f; /* no longer what the forward read */
+    x2 = x;
+    cuda_op_matmul_bwd(nullptr, dw4.p(), dy.p(), x.p(), w.p(), M, K, N);
+    bitwise("dw from the kept copy (the old x) while nothing was freed", dw4, dw2);
+    void *other = cuda_op_alloc(64);
+    cuda_op_free(other);
+    cuda_op_matmul_bwd(nullptr, dw5.p(), dy.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_bwd(nullptr, dw6.p(), dy.p(), x2.p(), w.p(), M, K, N);
+    bitwise("dw after op_free: the new x, as a fresh cast", dw5, dw6);
+    CHECK(!same_bits(dw5, dw4), "%s: dw after op_free is still the old x's", g_tag.c_str());
+    /* a forward whose x is kept refreshes the copy: x back as it was */
+    Buf y3(ny, nan_fill(), L);
+    cuda_op_matmul_fwd(y3.p(), x.p(), w.p(), M, K, N);
+    for (long i = 0; i < nx; i++) x[i] = x0[i];
+    cuda_op_matmul_fwd(y3.p(), x.p(), w.p(), M, K, N);
+    bitwise("fwd of x again, after a forward of the changed x", y3, y);
+    cuda_op_free(cuda_op_alloc(64)); /* the next case starts with nothing kept */
+
+    intact({&y, &y2, &y3, &dx, &dw, &dw2, &dw3, &dw4, &dw5, &dw6});
+    unchanged("x", x, x0), unchanged("w", w, w0), unchanged("dout", dy, dy0);
+    digest({&y, &dx, &dw, &dw5});
+}
+
+/* ---- the battery --------------------------------------------------------- */
+
+static const char *const KIND[] = {"none", "norm", "proj"};
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SEED DIGESTS [FILTER]\n", argv[0]);
+        return 2;
+    }
+    check_name = "ops_emu_test";
+    unsetenv("SG_MATMUL_KEEP"); /* the matmuls keep their bf16 copies: test_matmul checks the reuse */
+    emu::set_seed(strtoull(argv[1], nullptr, 10));
+    g_digests = fopen(argv[2], "w");
+    if (!g_digests) {
+        perror(argv[2]);
+        return 2;
+    }
+    Cases cases(argc > 3 ? argv[3] : "", 12);
+    char tag[128];
+    auto run = [&](const char *t, auto f) {
+        if (!cases.begin(t)) return;
+        f();
+        cases.end();
+    };
+
+    /* test_gpu_ops's n (a partial last block, 13 sumsq chunks), one short
+     * of a block, and sumsq over 257 chunks */
+    for (long n : {100003L, 255L}) {
+        snprintf(tag, sizeof tag, "gelu+add+adamw+sumsq n%ld", n);
+        run(tag, [&] { test_pointwise(n); });
+    }
+    run("sumsq n2105351 (257 chunks)", [&] { test_sumsq(257L * 8192 - 1001); });
+
+    /* test_gpu_ops's shapes; 2100 rows: more than 32 blocks of 64 rows, so
+     * the dw/db reduction's lanes add several partials each */
+    const int lnshape[][3] = {{50, 64, 1}, {300, 768, 0}, {2100, 40, 1}};
+    for (auto &s : lnshape) {
+        snprintf(tag, sizeof tag, "layernorm N%d C%d bias=%d", s[0], s[1], s[2]);
+        run(tag, [&] { test_layernorm(s[0], s[1], s[2]); });
+    }
+    const int rlshape[][3] = {{50, 64, 1}, {301, 768, 0}};
+    for (auto &s : rlshape)
+        for (int alias = 0; alias <= 2; alias++) {
+            snprintf(tag, sizeof tag, "residual_layernorm N%d C%d bias=%d res=%s", s[0], s[1], s[2],
+                     alias == 1 ? "a" : alias == 2 ? "b" : "own");
+            run(tag, [&] { test_residual_layernorm(s[0], s[1], s[2], alias); });
+        }
+    run("residual_layernorm N7 C100 bias=1 res=own", [&] { test_residual_layernorm(7, 100, 1, 0); });
+
+    /* test_gpu_ops's two (one tile of the sorted order each), then several
+     * tiles: test_gpu_ops's draw over 200 positions, the skewed draw (one
+     * token through five tiles; with 161 positions the last tile holds one,
+     * the end of the token of the tile before), and C = 300 (two passes
+     * over the row) */
+    const int emshape[][6] = {{2, 16, 32, 100, 0, 0}, {3, 9, 32, 50, 1, 0}, {4, 50, 32, 40, 1, 0},
+                              {3, 60, 16, 9, 0, 1},   {2, 80, 24, 5, 1, 1}, {1, 161, 16, 6, 1, 1},
+                              {2, 40, 300, 7, 1, 0}};
+    for (auto &s : emshape) {
+        snprintf(tag, sizeof tag, "embed B%d T%d C%d V%d sink=%d tokens=%s", s[0], s[1], s[2], s[3], s[4],
+                 s[5] ? "skewed" : "test_gpu_ops");
+        run(tag, [&] { test_embed(s[0], s[1], s[2], s[3], s[4], s[5]); });
+    }
+
+    /* test_gpu_ops's: both kinds and slots at (2, 17, 2, 16), the
+     * projection's value slot at (2, 64, 6, 64); then no gate (g = 1) in
+     * both slots, and d = 40 (lanes with two elements and with one) with a
+     * zero v for the norm gate */
+    struct GateCase {
+        int kind, slot, B, T, H, d, zero;
+    };
+    std::vector<GateCase> gates;
+    for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
+        for (int slot = 0; slot < 2; slot++) gates.push_back({kind, slot, 2, 17, 2, 16, 0});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 2, 64, 6, 64, 0});
+    for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NONE, slot, 2, 17, 2, 16, 0});
+    for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NORM, slot, 1, 40, 3, 40, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 40, 3, 40, 0});
+    for (const GateCase &c : gates) {
+        snprintf(tag, sizeof tag, "gate %s %s B%d T%d H%d d%d%s", KIND[c.kind], c.slot ? "routing" : "value", c.B,
+                 c.T, c.H, c.d, c.zero ? " zero-v" : "");
+        run(tag, [&] { test_gate(c.kind, c.slot, c.B, c.T, c.H, c.d, c.zero); });
+    }
+
+    /* test_gpu_ops's (37, 32, 100, 128) with every output, then with some
+     * of them NULL; its (256, 384, 50257, 50304) is trimmed to an odd V
+     * above the softmax's 512 threads with Vp padded to 64; 2100 rows: two
+     * chunks of CLS_CHUNK = 2048 (dwte accumulates over them) */
+    const int clshape[][5] = {{37, 32, 100, 128, 7}, {37, 32, 100, 128, 2}, {37, 32, 100, 128, 5},
+                              {40, 64, 1031, 1088, 7}, {2100, 8, 40, 48, 7}};
+    for (auto &s : clshape) {
+        snprintf(tag, sizeof tag, "classifier N%d C%d V%d Vp%d%s%s%s", s[0], s[1], s[2], s[3], s[4] & 1 ? " losses" : "",
+                 s[4] & 2 ? " dx" : "", s[4] & 4 ? " dwte" : "");
+        run(tag, [&] { test_classifier(s[0], s[1], s[2], s[3], s[4]); });
+    }
+    run("logits N37 C32 Vp128", [&] { test_logits(37, 32, 128); });
+    run("logits N5 C48 Vp1088", [&] { test_logits(5, 48, 1088); });
+
+    /* test_gpu_ops's shapes */
+    const int mmshape[][3] = {{64, 32, 96}, {130, 64, 192}, {512, 384, 1152}};
+    for (auto &s : mmshape) {
+        snprintf(tag, sizeof tag, "matmul M%d K%d N%d", s[0], s[1], s[2]);
+        run(tag, [&] { test_matmul(s[0], s[1], s[2]); });
+    }
+
+    fclose(g_digests);
+    printf("largest dynamic shared memory launched: %zu bytes; %ld thread switches\n", emu::max_smem_launched,
+           emu::switches);
+    return check_finish();
+}
