@@ -522,8 +522,14 @@ static long layer_start(const Model *m, int l) {
     return m->n_params;
 }
 
-static void grads_done(const Model *m, long off, long end) {
-    if (m->grad_hook) m->grad_hook->ready(m->grad_hook->ctx, off, end - off);
+/* Announces the gradients of layer l as final (GradHook): l = L is the final
+ * LayerNorm (the vector's tail), l = -1 the embeddings (its head).  Nothing
+ * is looked up when no hook is set. */
+static void grads_done(const Model *m, int l) {
+    if (!m->grad_hook) return;
+    long off = l < 0 ? 0 : layer_start(m, l);
+    long end = l < 0 ? layer_start(m, 0) : l == m->L ? m->n_params : layer_start(m, l + 1);
+    m->grad_hook->ready(m->grad_hook->ctx, off, end - off);
 }
 
 void model_backward(Model *m) {
@@ -535,7 +541,7 @@ void model_backward(Model *m) {
     op_zero(dxf, sizeof(real) * (size_t)B * T * C);
     PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(dxf, g->lnf_w, g->lnf_b, a->dlnf, final_residual(m), m->p.lnf_w, a->lnf_mean,
                      a->lnf_rstd, B * T, C));
-    grads_done(m, layer_start(m, m->L), m->n_params);
+    grads_done(m, m->L);
     if (a->dxf) {
         op_zero(a->dres, sizeof(real) * (size_t)N * C);
         for (int b = 0; b < B; b++)
@@ -574,10 +580,10 @@ void model_backward(Model *m) {
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
                          la->ln1_rstd, N, C));
-        grads_done(m, layer_start(m, l), layer_start(m, l + 1));
+        grads_done(m, l);
     }
     PROF(PROF_EMBED, 0, op_embed_bwd(g->wte, g->wpe, g->sink_token, a->dres, m->inputs, B, T, C));
-    grads_done(m, 0, layer_start(m, 0));
+    grads_done(m, -1);
 }
 
 void model_zero_grad(Model *m) { op_zero(m->grads, sizeof(real) * (size_t)m->n_params); }

@@ -266,18 +266,9 @@ static const char *const PH[] = {"none", "zero", "learned"};
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--fp32")) g_bf16 = false, argc--, argv++;
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s [--fp32] SEED DIGESTS [FILTER]\n", argv[0]);
-        return 2;
-    }
-    check_name = "attention_emu_test";
-    emu::set_seed(strtoull(argv[1], nullptr, 10));
-    g_digests = fopen(argv[2], "w");
-    if (!g_digests) {
-        perror(argv[2]);
-        return 2;
-    }
-    Cases cases(argc > 3 ? argv[3] : "", 11);
+    const char *filter = battery_args("attention_emu_test", "[--fp32] SEED DIGESTS [FILTER]", argc, argv);
+    if (!filter) return 2;
+    Cases cases(filter, 11);
     char tag[128];
 
     /* Streaming attention: every (T, d, phantom, log-bias) of the grid

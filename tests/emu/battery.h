@@ -161,6 +161,24 @@ struct Digest {
 static FILE *g_digests;
 inline void digest_out(const Digest &d) { fprintf(g_digests, "%s %016" PRIx64 "\n", g_tag.c_str(), d.h); }
 
+/* A battery's command line after its own options: SEED DIGESTS [FILTER].
+ * Seeds the scheduler, opens the digest file and returns the filter, or
+ * NULL after a message (exit status 2). */
+inline const char *battery_args(const char *name, const char *usage, int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        return nullptr;
+    }
+    check_name = name;
+    emu::set_seed(strtoull(argv[1], nullptr, 10));
+    g_digests = fopen(argv[2], "w");
+    if (!g_digests) {
+        perror(argv[2]);
+        return nullptr;
+    }
+    return argc > 3 ? argv[3] : "";
+}
+
 /* ---- the case loop --------------------------------------------------------- */
 
 /* One battery's cases: each is run if its tag contains the filter, with

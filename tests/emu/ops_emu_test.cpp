@@ -416,19 +416,10 @@ static void test_matmul(int M, int K, int N) {
 static const char *const KIND[] = {"none", "norm", "proj"};
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED DIGESTS [FILTER]\n", argv[0]);
-        return 2;
-    }
-    check_name = "ops_emu_test";
     unsetenv("SG_MATMUL_KEEP"); /* the matmuls keep their bf16 copies: test_matmul checks the reuse */
-    emu::set_seed(strtoull(argv[1], nullptr, 10));
-    g_digests = fopen(argv[2], "w");
-    if (!g_digests) {
-        perror(argv[2]);
-        return 2;
-    }
-    Cases cases(argc > 3 ? argv[3] : "", 12);
+    const char *filter = battery_args("ops_emu_test", "SEED DIGESTS [FILTER]", argc, argv);
+    if (!filter) return 2;
+    Cases cases(filter, 12);
     char tag[128];
     auto run = [&](const char *t, auto f) {
         if (!cases.begin(t)) return;
