@@ -186,7 +186,7 @@ NVCC       ?= nvcc
 CUDA_ARCHS ?= 80 90 120
 CUDA_HOME  ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
 CB         := $(B)/cuda
-NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Isrc \
+NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Ikernels/cuda -Isrc \
               $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" $(MPI_CFLAGS) \
               $(shell $(PKG_CONFIG) --cflags yaml-0.1 json-c zlib libpcre2-8 libcrypto)

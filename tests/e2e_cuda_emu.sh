@@ -52,7 +52,7 @@ for op in matmul_fwd matmul_bwd layernorm_fwd residual_layernorm_fwd layernorm_b
     host_memory sync backend; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
-KERNELS="fwd bwd decode probs"                           # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+KERNELS="fwd fwd_mma bwd bwd_mma decode probs"           # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
 OPS="layernorm elementwise embed gate classifier matmul" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
@@ -98,8 +98,10 @@ check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n
 # (The lists are *.deps, not *.d: the Makefile includes every *.d under $B.)
 deps=$(cat "$W"/bf16/*.deps "$W"/fp32/*.deps "$W"/ops/*.deps "$W"/obj/*.deps | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
 leak=$(grep -v -e "^$ROOT/" -e "^$W/" <<<"$deps" | grep -iE 'cuda|cublas|/cub/|/thrust/|/mma\.h$|/crt/|nvidia|/nv[a-z]*\.h$')
+# kernels/cuda/mma_ptx.h is inline PTX: the stub of the same name must shadow it
+leak+=$(grep -x "$ROOT/kernels/cuda/mma_ptx.h" <<<"$deps")
 check '[ -z "$leak" ]' "no CUDA toolkit header in the emulated build; read:"$'\n'"$leak"
-for stub in cuda_runtime.h cuda_bf16.h mma.h cublas_v2.h cublasLt.h cub/device/device_radix_sort.cuh; do
+for stub in cuda_runtime.h cuda_bf16.h mma.h mma_ptx.h cublas_v2.h cublasLt.h cub/device/device_radix_sort.cuh; do
     check 'grep -qx "$E/$stub" <<<"$deps"' "the kernels include tests/emu/$stub"
 done
 
@@ -170,6 +172,16 @@ grep -E '^attention ' "$W/run.fp32" | awk '{ w = $(NF - 4) > w ? $(NF - 4) : w; 
 for s in "${seeds[@]}"; do tally_run "attention bf16 seed $s" "att.$s"; done
 tally_run "attention fp32 seed $s1" fp32
 for s in "${seeds[@]}"; do tally_run "ops seed $s" "ops.$s"; done
+
+# SG_ATTN picks the tile kernels; anything but wmma or mma stops the op
+one="attention B2 T7 H2 d64 phantom=learned logbias=1"
+out=$(SG_ATTN=mma "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+check 'grep -q "tiles=mma" <<<"$out" && ! grep -q "tiles=wmma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
+    "SG_ATTN=mma runs the mma tiles alone:"$'\n'"$out"
+out=$(SG_ATTN=fast "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+rc=$?
+check '[ $rc -ne 0 ] && grep -q "SG_ATTN must be \"wmma\" (the default) or \"mma\"" <<<"$out"' \
+    "SG_ATTN=fast: a clear error and a non-zero exit (exit $rc):"$'\n'"$out"
 
 # every case's outputs bitwise equal under every seed
 for b in att ops; do

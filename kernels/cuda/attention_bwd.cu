@@ -155,21 +155,6 @@ static __device__ __forceinline__ void attn_store_rows(float *__restrict__ dst, 
     }
 }
 
-/* Loads the query tile's LSE (base 2) and D; zero past T (those rows are
- * masked). */
-static __device__ __forceinline__ void attn_load_rowstats(float *__restrict__ Ls,
-                                                          float *__restrict__ Ds,
-                                                          const float *__restrict__ lse,
-                                                          const float *__restrict__ D, int q0,
-                                                          int T) {
-    const int t = threadIdx.x;
-    if (t < ATTN_BQ) {
-        const bool in = q0 + t < T;
-        Ls[t] = in ? lse[q0 + t] * ATTN_LOG2E : 0.f;
-        Ds[t] = in ? D[q0 + t] : 0.f;
-    }
-}
-
 /* dK, dV and dlogbias of one key tile.  Warp w owns keys
  * kw0 = k0 + 16w .. kw0 + 15: for each query tile at or below the diagonal
  * and each 16-query strip m that sees any of them,
@@ -465,7 +450,8 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
-    switch (attn_dpad(a->d)) {
+    if (attn_use_mma()) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
+    else switch (attn_dpad(a->d)) {
     case 16: attn_bwd_launch<16>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
     case 32: attn_bwd_launch<32>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
     case 64: attn_bwd_launch<64>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;

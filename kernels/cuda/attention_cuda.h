@@ -44,6 +44,7 @@ extern "C" {
 
 #include <cuda_bf16.h>
 #include <mma.h>
+#include <mma_ptx.h>
 
 namespace wmma = nvcuda::wmma;
 typedef __nv_bfloat16 sg_bf16;
@@ -136,6 +137,82 @@ static __device__ __forceinline__ void attn_load_bias(float *__restrict__ dst,
     const int t = threadIdx.x;
     if (t < ATTN_BK) dst[t] = lb && k0 + t < T ? lb[k0 + t] * ATTN_LOG2E : 0.f;
 }
+
+/* Loads the query tile's LSE (base 2) and D; zero past T (those rows are
+ * masked). */
+static __device__ __forceinline__ void attn_load_rowstats(float *__restrict__ Ls,
+                                                          float *__restrict__ Ds,
+                                                          const float *__restrict__ lse,
+                                                          const float *__restrict__ D, int q0,
+                                                          int T) {
+    const int t = threadIdx.x;
+    if (t < ATTN_BQ) {
+        const bool in = q0 + t < T;
+        Ls[t] = in ? lse[q0 + t] * ATTN_LOG2E : 0.f;
+        Ds[t] = in ? D[q0 + t] : 0.f;
+    }
+}
+
+/* ---- register-resident tiles (mma_ptx.h; attention_*_mma.cu) ---------- */
+
+/* The A operand of rows r0 .. r0+15, columns c0 .. c0+15 of a bf16 tile. */
+template <int LD>
+static __device__ __forceinline__ void tc_load_a(tc_reg a[4], const sg_bf16 *tile, int r0, int c0, int lane) {
+    tc_ldsm_x4(a, tile + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
+}
+/* The B operands of two 8-column products, b[0..1] and b[2..3], whose
+ * columns are rows r0 .. r0+7 and r0+8 .. r0+15 of a tile (k = tile columns
+ * c0 .. c0+15): X^T for a row-major X. */
+template <int LD>
+static __device__ __forceinline__ void tc_load_bt(tc_reg b[4], const sg_bf16 *tile, int r0, int c0, int lane) {
+    tc_ldsm_x4(b, tile + (r0 + (lane & 7) + ((lane >> 4) << 3)) * LD + c0 + ((lane >> 3) & 1) * 8);
+}
+/* The B operands of two 8-column products whose k runs over rows
+ * r0 .. r0+15 of a tile and whose columns are c0 .. c0+7, c0+8 .. c0+15:
+ * X itself for a row-major X. */
+template <int LD>
+static __device__ __forceinline__ void tc_load_b(tc_reg b[4], const sg_bf16 *tile, int r0, int c0, int lane) {
+    tc_ldsm_x4_trans(b, tile + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
+}
+/* Two 16 x 8 accumulators as the A operand of their 16 columns. */
+static __device__ __forceinline__ void tc_acc_to_a(tc_reg a[4], const float x[][4]) {
+    a[0] = tc_pack(x[0][0], x[0][1]);
+    a[1] = tc_pack(x[0][2], x[0][3]);
+    a[2] = tc_pack(x[1][0], x[1][1]);
+    a[3] = tc_pack(x[1][2], x[1][3]);
+}
+
+/* A warp's 16 x DP accumulators acc[n] (n = 8-column part; mma_ptx.h),
+ * times mul, to rows first .. first+15 (those < T), columns < d, of a
+ * (b,h) slice of stride `stride`. */
+template <int DP>
+static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, int stride, const float acc[DP / 8][4],
+                                                     int first, int T, int d, float mul, int lane) {
+    const int gq = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = first + gq + 8 * r;
+        if (row >= T) continue;
+        float *p = dst + (long)row * stride;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) {
+            const int c = 8 * n + 2 * tq;
+            if (c < d) p[c] = acc[n][2 * r] * mul;
+            if (c + 1 < d) p[c + 1] = acc[n][2 * r + 1] * mul;
+        }
+    }
+}
+
+/* SG_ATTN selects the streaming attention's tile kernels: "wmma" (the
+ * default; attention_fwd.cu, attention_bwd.cu) or "mma" (register-resident
+ * tiles; attention_fwd_mma.cu, attention_bwd_mma.cu).  Read at every call,
+ * so that one process can compare both. */
+bool attn_use_mma(void);
+void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
+                  const AttnGeom &g);
+/* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel */
+void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
+                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g);
 
 /* Opt a kernel into more than 48 KiB of dynamic shared memory. */
 template <typename K>

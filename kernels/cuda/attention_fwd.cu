@@ -26,6 +26,8 @@
  *
  * Nothing of size T x T exists: a block holds one 64 x 64 score tile at a
  * time.  Each block writes its own rows of o and lse, once. */
+#include <string.h>
+
 #include "attention_cuda.h"
 
 /* Shared memory of one block: the bf16 Q, K, V tiles, the bf16 P tile, an
@@ -205,6 +207,13 @@ static void attn_fwd_launch(real *out, real *lse, const real *q, const real *k, 
     CUDA_LAUNCHED();
 }
 
+bool attn_use_mma(void) {
+    const char *e = getenv("SG_ATTN");
+    if (!e || !*e || !strcmp(e, "wmma")) return false;
+    if (!strcmp(e, "mma")) return true;
+    sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", "SG_ATTN must be \"wmma\" (the default) or \"mma\"");
+}
+
 extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real *k,
                                  const real *v, const AttnArgs *a) {
     if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->d <= 0) return;
@@ -212,6 +221,10 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
         sg_cuda_fail(__FILE__, __LINE__, "op_attention_fwd", "head dim > 128 is not supported");
     const bool vec = attn_aligned16(q) && attn_aligned16(k) && attn_aligned16(v);
     const AttnGeom g = attn_geom(a, vec);
+    if (attn_use_mma()) {
+        attn_fwd_mma(out, lse, q, k, v, a, g);
+        return;
+    }
     switch (attn_dpad(a->d)) {
     case 16: attn_fwd_launch<16>(out, lse, q, k, v, a, g); break;
     case 32: attn_fwd_launch<32>(out, lse, q, k, v, a, g); break;

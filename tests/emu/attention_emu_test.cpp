@@ -3,9 +3,11 @@
  * (kernels/cpu/attention_*.c, from the build's libsg.a).  Run by
  * tests/e2e_cuda_emu.sh, which builds it; see there and docs/cuda.md.
  *
- * usage: attention_emu_test [--fp32] SEED DIGESTS [FILTER]
+ * usage: attention_emu_test [--fp32] [--as-set] SEED DIGESTS [FILTER]
  *   --fp32   the kernels were built with EMU_BF16_EXACT (no bf16 rounding):
  *            the streaming attention at fp32 tolerances
+ *   --as-set the streaming attention under the tile kernels SG_ATTN selects,
+ *            not under both
  *   SEED     the scheduler's seed (block order, thread interleaving)
  *   DIGESTS  file to write one line per case: its tag and a hash of the bits
  *            of every output; the script runs two seeds and compares them
@@ -49,6 +51,8 @@ void cuda_op_attention_apply(real *out, const real *p, const real *v, const Attn
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
  * whose bf16 keeps fp32 values (EMU_BF16_EXACT, --fp32) */
 static bool g_bf16 = true;
+/* --as-set: SG_ATTN as the environment has it (a bad value must stop the op) */
+static bool g_as_set = false;
 
 /* ---- streaming attention: forward and backward ------------------------- */
 
@@ -265,8 +269,10 @@ static void test_probs(const ProbsCase &c) {
 static const char *const PH[] = {"none", "zero", "learned"};
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "--fp32")) g_bf16 = false, argc--, argv++;
-    const char *filter = battery_args("attention_emu_test", "[--fp32] SEED DIGESTS [FILTER]", argc, argv);
+    for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++)
+        if (!strcmp(argv[1], "--fp32")) g_bf16 = false;
+        else if (!strcmp(argv[1], "--as-set")) g_as_set = true;
+    const char *filter = battery_args("attention_emu_test", "[--fp32] [--as-set] SEED DIGESTS [FILTER]", argc, argv);
     if (!filter) return 2;
     Cases cases(filter, 11);
     char tag[128];
@@ -288,13 +294,22 @@ int main(int argc, char **argv) {
     attn.push_back({1, 300, 2, 128, 2, 1, 1, 0});
     attn.push_back({1, 70, 2, 24, 2, 1, 0, 1});
     attn.push_back({2, 33, 2, 40, 1, 0, 1, 3});
-    for (const AttnCase &c : attn) {
-        snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%d v=%s%s", c.B, c.T, c.H, c.d,
-                 PH[c.phantom], c.logbias, c.vsep ? "own" : "qkv", c.pad ? " rows+pad" : "");
-        if (!cases.begin(tag)) continue;
-        test_attention(c);
-        cases.end();
+    /* ... each under both tile kernels (SG_ATTN; attention_cuda.h), or with
+     * --as-set only under the one the environment selects */
+    const char *env_tiles = getenv("SG_ATTN") && *getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
+    const std::vector<const char *> kerns = g_as_set ? std::vector<const char *>{env_tiles}
+                                                     : std::vector<const char *>{"wmma", "mma"};
+    for (const char *kern : kerns) {
+        if (!g_as_set) setenv("SG_ATTN", kern, 1);
+        for (const AttnCase &c : attn) {
+            snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%d v=%s%s tiles=%s", c.B, c.T,
+                     c.H, c.d, PH[c.phantom], c.logbias, c.vsep ? "own" : "qkv", c.pad ? " rows+pad" : "", kern);
+            if (!cases.begin(tag)) continue;
+            test_attention(c);
+            cases.end();
+        }
     }
+    unsetenv("SG_ATTN");
 
     const int dshape[][4] = {{3, 7, 2, 16}, {3, 1, 2, 16}, {2, 130, 2, 64}};
     for (auto &s : dshape)

@@ -161,6 +161,10 @@ if att and att.get("attention", {}).get("arms"):
     print(f"\nattention fwd+bwd, B {a['B']} T {a['T']} H {a['H']} d {a['d']}: TFLOP/s "
           + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms"].items()))
     summary["attention_tflops"] = {k: v["tflops"] for k, v in a["arms"].items()}
+    if a.get("arms_mma"):
+        print("  with SG_ATTN=mma (register-resident tiles): TFLOP/s "
+              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma"].items()))
+        summary["attention_tflops_mma"] = {k: v["tflops"] for k, v in a["arms_mma"].items()}
 if att and att.get("matmul"):
     print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
           + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))

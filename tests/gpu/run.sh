@@ -9,6 +9,7 @@
 #  3. a 50-step loss trajectory of four arms against the CPU (each step's
 #     loss within 2% relative: bf16 matmuls versus fp32);
 #  4. determinism of training: two CUDA runs give the same parameters bit for bit;
+#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma)
 #  5. `sgtrain analyze` of the same checkpoints on both backends: every loss of
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
@@ -37,10 +38,14 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     name=${cfg%%:*} flags=${cfg#*:}
     for arm in $ARMS; do
         "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-$name-$arm.st" >/dev/null
-        "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm.st" >/dev/null
-        out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm.st" "$name $arm" 2>&1)
-        if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
-        tail -n 1 <<<"$out"
+        for tiles in wmma mma; do # the attention's two tile kernels (SG_ATTN)
+            SG_ATTN=$tiles "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" \
+                -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
+            out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm-$tiles.st" \
+                "$name $arm $tiles" 2>&1)
+            if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
+            tail -n 1 <<<"$out"
+        done
     done
 done
 
@@ -54,9 +59,19 @@ for arm in baseline sinklogit normgate combo2; do
     check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm: 50-step trajectory within 2% of the CPU (steps, worst relative): $worst"
     echo "trajectory $arm: steps and worst relative difference $worst"
 done
+for arm in baseline combo2; do # the register-resident attention tiles (SG_ATTN=mma)
+    SG_ATTN=mma "$CB/sgtrain" $T --arm $arm --out "$W/gpu-mma-$arm" 2>/dev/null
+    worst=$(paste <(grep '"loss"' "$W/cpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
+                  <(grep '"loss"' "$W/gpu-mma-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
+            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.2e", n, w }')
+    check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm SG_ATTN=mma: 50-step trajectory within 2% of the CPU: $worst"
+    echo "trajectory $arm SG_ATTN=mma: steps and worst relative difference $worst"
+done
+SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-mma-combo2-again" 2>/dev/null
 "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
 crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]+)".*/\1/p' "$1/result.json"; }
 check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 give bitwise equal parameters"
+check '[ -n "$(crc $W/gpu-mma-combo2)" ] && [ "$(crc $W/gpu-mma-combo2)" = "$(crc $W/gpu-mma-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=mma give bitwise equal parameters"
 
 AN="--batches 2 --batch-size 4 --quiet"
 for arm in baseline sinklogit normgate combo2; do

@@ -270,14 +270,17 @@ static void test_attention(int B, int T, int H, int d, int phantom, int logbias)
     cpu_ops.attention_fwd(o, lse, qkv, qkv + C, qkv + 2 * C, &a);
     gpu_ops.attention_fwd(o_d, lse_d, qkv_d, qkv_d + C, qkv_d + 2 * C, &ad);
     char what[128];
-    snprintf(what, sizeof what, "attention fwd B%d T%d H%d d%d phantom %d logbias %d", B, T, H, d, phantom, logbias);
+    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
+    snprintf(what, sizeof what, "attention fwd B%d T%d H%d d%d phantom %d logbias %d tiles %s", B, T, H, d, phantom,
+             logbias, tiles);
     same(what, o_d, o, no, 1);
     same("attention lse", lse_d, lse, nl, 1);
     cpu_ops.attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, phantom == 2 ? dsink : NULL, logbias ? dlb : NULL, dout, qkv,
                           qkv + C, qkv + 2 * C, o, lse, &a);
     gpu_ops.attention_bwd(dqkv_d, dqkv_d + C, dqkv_d + 2 * C, phantom == 2 ? dsink_d : NULL, logbias ? dlb_d : NULL,
                           dout_d, qkv_d, qkv_d + C, qkv_d + 2 * C, o_d, lse_d, &ad);
-    snprintf(what, sizeof what, "attention dq/dk/dv B%d T%d d%d phantom %d logbias %d", B, T, d, phantom, logbias);
+    snprintf(what, sizeof what, "attention dq/dk/dv B%d T%d d%d phantom %d logbias %d tiles %s", B, T, d, phantom,
+             logbias, tiles);
     same(what, dqkv_d, dqkv, nq, 1);
     if (phantom == 2) same("attention dsink (accumulated)", dsink_d, dsink, H, 1);
     /* At T = 1 without a phantom the exact dlogbias is 0 (P = 1): both sides
@@ -478,14 +481,21 @@ int main(void) {
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
         for (int slot = 0; slot < 2; slot++) test_gate(kind, slot, 2, 17, 2, 16);
     test_gate(GATE_PROJ, SLOT_VALUE, 2, 64, 6, 64);
-    int Ts[] = {1, 7, 64, 130};
-    for (int ti = 0; ti < 4; ti++)
-        for (int ph = 0; ph <= 2; ph++) {
-            test_attention(2, Ts[ti], 2, 16, ph, 0);
-            test_attention(1, Ts[ti], 2, 64, ph, ph == 0);
-        }
-    test_attention(1, 1024, 4, 64, 2, 0);
-    test_attention(1, 300, 2, 128, 2, 1);
+    /* the streaming attention under both tile kernels (SG_ATTN, kernels/cuda/attention_cuda.h) */
+    static const char *const tiles[] = {"wmma", "mma"};
+    for (int ki = 0; ki < 2; ki++) {
+        setenv("SG_ATTN", tiles[ki], 1);
+        int Ts[] = {1, 7, 64, 130};
+        for (int ti = 0; ti < 4; ti++)
+            for (int ph = 0; ph <= 2; ph++) {
+                test_attention(2, Ts[ti], 2, 16, ph, 0);
+                test_attention(1, Ts[ti], 2, 64, ph, ph == 0);
+            }
+        test_attention(1, 1024, 4, 64, 2, 0);
+        test_attention(1, 300, 2, 128, 2, 1);
+        test_attention(2, 200, 3, 32, 1, 1);
+    }
+    unsetenv("SG_ATTN");
     int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 512, 4, 64}};
     for (int si = 0; si < 4; si++)
         for (int ph = 0; ph <= 2; ph++)

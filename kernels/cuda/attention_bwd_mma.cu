@@ -1,0 +1,277 @@
+/* Causal attention backward, the two tile kernels with register-resident
+ * tiles (mma.sync; mma_ptx.h), selected by SG_ATTN=mma.  The math, the
+ * precision, the D_i / dsink kernels around them and the division of work
+ * (a dkdv kernel per key tile, a dq kernel per query tile, no atomics) are
+ * attention_bwd.cu's; what differs is that no score tile goes through
+ * shared memory:
+ *
+ *   dkdv: warp w keeps its 16 keys' K and V as mma A operands and forms the
+ *         transposed tiles directly, S^T = K_w Q_m^T and dP^T = V_w dO_m^T
+ *         (16 keys x 16 queries).  P^T and dS^T = P^T (dP^T - D) are then,
+ *         packed to bf16, the A operands of dV_w += P^T dO_m and
+ *         dK_w += dS^T Q_m (dO_m and Q_m read transposed by ldmatrix), and
+ *         the column sums of dS (dlogbias) are row sums of dS^T: per lane
+ *         over its own queries, the row's four lanes combined at the end.
+ *   dq:   warp w keeps Q_w and dO_w as A operands: S = Q_w K_n^T,
+ *         dP = dO_w V_n^T, dS packed into the A operand of dQ_w += dS K_n.
+ *
+ * In the accumulator layout (mma_ptx.h) a lane holds rows g and g+8 of a
+ * tile and columns 2t, 2t+1 of each 8-column part: the row statistics it
+ * needs are two values (dq) or, for dkdv's query columns, read from shared
+ * memory per element. */
+#include "attention_cuda.h"
+
+template <int DP>
+struct BwdMmaLayout {
+    static constexpr int LDH = DP + 8; /* bf16 rows: 16-byte aligned, ldmatrix conflict-free */
+    static constexpr size_t TILE = sizeof(sg_bf16) * ATTN_BQ * LDH;
+    static constexpr size_t K = 0;
+    static constexpr size_t V = attn_align(K + TILE);
+    static constexpr size_t Q = attn_align(V + TILE);
+    static constexpr size_t DO = attn_align(Q + TILE);
+    static constexpr size_t LSE = attn_align(DO + TILE);
+    static constexpr size_t DD = attn_align(LSE + sizeof(float) * ATTN_BQ);
+    static constexpr size_t LB = attn_align(DD + sizeof(float) * ATTN_BQ);
+    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
+};
+
+template <int DP>
+static __global__ void __launch_bounds__(ATTN_NT)
+    attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
+                             const float *__restrict__ dout, const float *__restrict__ q,
+                             const float *__restrict__ k, const float *__restrict__ v,
+                             const float *__restrict__ lse, const float *__restrict__ D,
+                             const float *__restrict__ logbias, AttnGeom g) {
+    typedef BwdMmaLayout<DP> L;
+    constexpr int NF = DP / 16;
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
+    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
+    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
+    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
+    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
+    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
+    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+
+    const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const float *qh = q + row0 * g.q_stride + ho;
+    const float *gh = dout + row0 * g.o_stride + ho;
+    const int kw0 = k0 + warp * 16;
+    const bool active = kw0 < T; /* warp-uniform */
+    const int key[2] = {kw0 + gq, kw0 + gq + 8};
+
+    attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, k + row0 * g.k_stride + ho, g.k_stride, k0, T, g.d, g.vec);
+    attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, v + row0 * g.v_stride + ho, g.v_stride, k0, T, g.d, g.vec);
+    attn_load_bias(lbs, logbias ? logbias + bh * T : nullptr, k0, T);
+    __syncthreads();
+    tc_reg ka[NF][4], va[NF][4];
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk) {
+        tc_load_a<L::LDH>(ka[kk], Ks, warp * 16, kk * 16, lane);
+        tc_load_a<L::LDH>(va[kk], Vs, warp * 16, kk * 16, lane);
+    }
+    const float lbj[2] = {lbs[warp * 16 + gq], lbs[warp * 16 + gq + 8]};
+    float dka[DP / 8][4], dva[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.f;
+    float colsum[2] = {0.f, 0.f};
+
+    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
+    for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
+        const int q0 = qt * ATTN_BQ;
+        __syncthreads(); /* every warp is done with the previous Q, dO, LSE, D */
+        attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, qh, g.q_stride, q0, T, g.d, g.vec);
+        attn_load_tile<ATTN_BQ, DP, L::LDH>(dOs, gh, g.o_stride, q0, T, g.d, g.vec);
+        attn_load_rowstats(Ls, Ds, lse + bh * T, D + bh * T, q0, T);
+        __syncthreads();
+        if (!active) continue;
+
+#pragma unroll 1
+        for (int m = 0; m < ATTN_BQ / 16; ++m) {
+            const int mi0 = q0 + m * 16;
+            /* strip wholly above the diagonal (every i < every j) or past T */
+            if (mi0 + 15 < kw0 || mi0 >= T) continue;
+            float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st[0][e] = st[1][e] = dpt[0][e] = dpt[1][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NF; ++kk) {
+                tc_reg qb[4], ob[4];
+                tc_load_bt<L::LDH>(qb, Qs, m * 16, kk * 16, lane);
+                tc_mma(st[0], ka[kk], qb);
+                tc_mma(st[1], ka[kk], qb + 2);
+                tc_load_bt<L::LDH>(ob, dOs, m * 16, kk * 16, lane);
+                tc_mma(dpt[0], va[kk], ob);
+                tc_mma(dpt[1], va[kk], ob + 2);
+            }
+            /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int ic = m * 16 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
+                    const float p = key[e >> 1] <= i && i < T
+                                        ? exp2f(fmaf(st[n][e], g.scale_log2, lbj[e >> 1]) - Ls[ic])
+                                        : 0.f;
+                    const float ds = p * (dpt[n][e] - Ds[ic]);
+                    st[n][e] = p;
+                    dpt[n][e] = ds;
+                    colsum[e >> 1] += ds;
+                }
+            tc_reg pa[4], dsa[4];
+            tc_acc_to_a(pa, st);
+            tc_acc_to_a(dsa, dpt);
+#pragma unroll
+            for (int nd = 0; nd < NF; ++nd) {
+                tc_reg ob[4], qb[4];
+                tc_load_b<L::LDH>(ob, dOs, m * 16, nd * 16, lane);
+                tc_mma(dva[2 * nd], pa, ob);
+                tc_mma(dva[2 * nd + 1], pa, ob + 2);
+                tc_load_b<L::LDH>(qb, Qs, m * 16, nd * 16, lane);
+                tc_mma(dka[2 * nd], dsa, qb);
+                tc_mma(dka[2 * nd + 1], dsa, qb + 2);
+            }
+        }
+    }
+
+    if (!active) return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) { /* the row's four lanes, in a fixed order */
+        colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
+        colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
+    }
+    tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane);
+    tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane);
+    if (dlogbias && tq == 0)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
+}
+
+template <int DP>
+static __global__ void __launch_bounds__(ATTN_NT)
+    attn_bwd_dq_mma_kernel(float *__restrict__ dq, const float *__restrict__ dout, const float *__restrict__ q,
+                           const float *__restrict__ k, const float *__restrict__ v,
+                           const float *__restrict__ lse, const float *__restrict__ D,
+                           const float *__restrict__ logbias, AttnGeom g) {
+    typedef BwdMmaLayout<DP> L;
+    constexpr int NF = DP / 16;
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
+    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
+    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
+    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
+    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
+    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
+    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+
+    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const float *kh = k + row0 * g.k_stride + ho;
+    const float *vh = v + row0 * g.v_stride + ho;
+    const float *lb = logbias ? logbias + bh * T : nullptr;
+    const int qw0 = q0 + warp * 16;
+    const bool active = qw0 < T; /* warp-uniform */
+    const int row[2] = {qw0 + gq, qw0 + gq + 8};
+
+    attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, q + row0 * g.q_stride + ho, g.q_stride, q0, T, g.d, g.vec);
+    attn_load_tile<ATTN_BQ, DP, L::LDH>(dOs, dout + row0 * g.o_stride + ho, g.o_stride, q0, T, g.d, g.vec);
+    attn_load_rowstats(Ls, Ds, lse + bh * T, D + bh * T, q0, T);
+    __syncthreads();
+    tc_reg qa[NF][4], oa[NF][4];
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk) {
+        tc_load_a<L::LDH>(qa[kk], Qs, warp * 16, kk * 16, lane);
+        tc_load_a<L::LDH>(oa[kk], dOs, warp * 16, kk * 16, lane);
+    }
+    const float Lr[2] = {Ls[warp * 16 + gq], Ls[warp * 16 + gq + 8]};
+    const float Dr[2] = {Ds[warp * 16 + gq], Ds[warp * 16 + gq + 8]};
+    float dqa[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
+
+    for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
+        const int k0 = kt * ATTN_BK;
+        __syncthreads(); /* every warp is done with the previous K, V, bias */
+        attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, kh, g.k_stride, k0, T, g.d, g.vec);
+        attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, vh, g.v_stride, k0, T, g.d, g.vec);
+        attn_load_bias(lbs, lb, k0, T);
+        __syncthreads();
+        if (!active) continue;
+
+#pragma unroll 1
+        for (int n = 0; n < ATTN_BK / 16; ++n) {
+            const int kn0 = k0 + n * 16;
+            /* strips past the warp's last query, or past T, and all after them */
+            if (kn0 > qw0 + 15 || kn0 >= T) break;
+            float s[2][4], dp[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[0][e] = s[1][e] = dp[0][e] = dp[1][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < NF; ++kk) {
+                tc_reg kb[4], vb[4];
+                tc_load_bt<L::LDH>(kb, Ks, n * 16, kk * 16, lane);
+                tc_mma(s[0], qa[kk], kb);
+                tc_mma(s[1], qa[kk], kb + 2);
+                tc_load_bt<L::LDH>(vb, Vs, n * 16, kk * 16, lane);
+                tc_mma(dp[0], oa[kk], vb);
+                tc_mma(dp[1], oa[kk], vb + 2);
+            }
+            /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1) */
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = n * 16 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
+                    const float p = j <= i && i < T
+                                        ? exp2f(fmaf(s[nt][e], g.scale_log2, lbs[c]) - Lr[e >> 1])
+                                        : 0.f;
+                    dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
+                }
+            tc_reg dsa[4];
+            tc_acc_to_a(dsa, dp);
+#pragma unroll
+            for (int nd = 0; nd < NF; ++nd) {
+                tc_reg kb[4];
+                tc_load_b<L::LDH>(kb, Ks, n * 16, nd * 16, lane);
+                tc_mma(dqa[2 * nd], dsa, kb);
+                tc_mma(dqa[2 * nd + 1], dsa, kb + 2);
+            }
+        }
+    }
+
+    if (!active) return;
+    tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa, qw0, T, g.d, g.scale, lane);
+}
+
+template <int DP>
+static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q,
+                                const real *k, const real *v, const real *lse, const float *D,
+                                const AttnArgs *a, const AttnGeom &g) {
+    const size_t smem = BwdMmaLayout<DP>::BYTES;
+    attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
+    attn_smem_attr(attn_bwd_dq_mma_kernel<DP>, smem);
+    const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
+    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, dout, q, k, v, lse, D,
+                                                                       a->logbias, g);
+    CUDA_LAUNCHED();
+    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, dout, q, k, v, lse, D, a->logbias, g);
+    CUDA_LAUNCHED();
+}
+
+void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
+                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g) {
+    switch (attn_dpad(a->d)) {
+    case 16: attn_bwd_mma_launch<16>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
+    case 32: attn_bwd_mma_launch<32>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
+    case 64: attn_bwd_mma_launch<64>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
+    default: attn_bwd_mma_launch<128>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
+    }
+}

@@ -1,0 +1,71 @@
+/* Warp-level tensor-core primitives of sm_80 and later, as PTX: the
+ * m16n8k16 bf16 product with fp32 accumulation and the ldmatrix shared
+ * memory loads that feed it.  Unlike wmma, the register layout of these
+ * fragments is specified (PTX ISA, "Matrix Fragments for mma.m16n8k16"), so
+ * a kernel may turn an accumulator into the next product's operand without
+ * a trip through shared memory, which is what the streaming attention
+ * (attention_*_mma.cu) is built on.
+ *
+ * Included as <mma_ptx.h>: the emulated build (tests/emu) puts its own
+ * header of this name first on the include path, which implements the same
+ * layouts on the host.
+ *
+ * Layouts, with g = lane >> 2 and t = lane & 3 (a tc_reg holds two bf16,
+ * the lower index in the low half):
+ *   A (16 x 16, row-major):  a[0] = (row g,   cols 2t, 2t+1)
+ *                            a[1] = (row g+8, cols 2t, 2t+1)
+ *                            a[2] = (row g,   cols 2t+8, 2t+9)
+ *                            a[3] = (row g+8, cols 2t+8, 2t+9)
+ *   B (16 x 8, k x n):       b[0] = (rows 2t, 2t+1,   col g)
+ *                            b[1] = (rows 2t+8, 2t+9, col g)
+ *   C, D (16 x 8, fp32):     c[0], c[1] = (row g,   cols 2t, 2t+1)
+ *                            c[2], c[3] = (row g+8, cols 2t, 2t+1)
+ * So the accumulators of two adjacent 8-column products, c and c', are the
+ * A operand of their 16 columns: {pack(c0,c1), pack(c2,c3), pack(c'0,c'1),
+ * pack(c'2,c'3)}.
+ *
+ * ldmatrix .x4 loads four 8 x 8 bf16 matrices: lanes 8m .. 8m+7 give the
+ * addresses of the 8 rows of matrix m (16-byte aligned rows of 8
+ * elements), and r[m] of lane l receives (row l >> 2, cols 2(l & 3),
+ * 2(l & 3) + 1) of matrix m; .trans receives (rows 2(l & 3), 2(l & 3) + 1,
+ * col l >> 2) instead, the matrix read transposed. */
+#ifndef SG_MMA_PTX_H
+#define SG_MMA_PTX_H
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+typedef uint32_t tc_reg;
+
+static __device__ __forceinline__ tc_reg tc_pack(float lo, float hi) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const tc_reg *>(&p);
+}
+
+static __device__ __forceinline__ void tc_ldsm_x4(tc_reg r[4], const __nv_bfloat16 *row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void tc_ldsm_x4_trans(tc_reg r[4], const __nv_bfloat16 *row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* d += a b: A 16 x 16, B 16 x 8, fp32 accumulators.  Not volatile: it
+ * touches nothing but its operands, so the compiler may schedule it freely
+ * (the loads are volatile: they read shared memory, which the asm cannot
+ * declare, and must stay between the barriers that order it). */
+static __device__ __forceinline__ void tc_mma(float d[4], const tc_reg a[4], const tc_reg b[2]) {
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+#endif

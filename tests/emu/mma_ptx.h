@@ -1,0 +1,89 @@
+/* Stand-in for kernels/cuda/mma_ptx.h in the emulated build: ldmatrix and
+ * mma.sync m16n8k16 as warp collectives, with the register layouts of the
+ * PTX ISA that mma_ptx.h lists.  Unlike wmma (mma.h here), the kernels
+ * depend on these layouts, so they are emulated exactly: each lane holds
+ * only its own fragment registers, and an instruction gathers the others'
+ * through a per-warp exchange between two warp barriers, as the hardware
+ * does through its register file.
+ *
+ * tc_reg is a pair of __nv_bfloat16 (cuda_bf16.h), so that the
+ * EMU_BF16_EXACT build, whose bf16 keeps fp32 values, runs the same code.
+ * A product sums over k in order in fp32, starting from the accumulator:
+ * not the tensor cores' internal order, so results agree with the device to
+ * fp32 rounding of the sums, not bitwise.
+ *
+ * Checked, as the device requires: every ldmatrix row address 16-byte
+ * aligned and inside the launched dynamic shared memory (the only shared
+ * memory these kernels read with it), and all 32 lanes taking part (a lane
+ * missing leaves the others at the warp barrier: reported as a deadlock). */
+#ifndef SG_EMU_MMA_PTX_H
+#define SG_EMU_MMA_PTX_H
+
+#include "cuda_bf16.h"
+#include "emu_threads.h"
+
+typedef __nv_bfloat162 tc_reg;
+
+inline tc_reg tc_pack(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
+
+namespace emu {
+struct TcSlot {
+    const __nv_bfloat16 *row; /* ldmatrix: this lane's row address */
+    tc_reg a[4], b[2];        /* mma: this lane's operands */
+};
+inline TcSlot tc_xchg[32][32]; /* [warp][lane]: blocks of up to 1024 threads */
+
+inline float tc_half(const tc_reg &r, int hi) { return __bfloat162float(hi ? r.y : r.x); }
+
+inline void tc_ldsm(tc_reg r[4], const __nv_bfloat16 *row, bool trans) {
+    const unsigned char *lo = (const unsigned char *)row, *hi = (const unsigned char *)(row + 8);
+    if (((uintptr_t)row & 15) != 0 || lo < smem_lo || hi > smem_hi) {
+        fprintf(stderr, "emu ldmatrix: row address %p not 16-byte aligned or outside the dynamic shared memory\n",
+                (const void *)row);
+        abort();
+    }
+    const int w = cur->warp, lane = cur->lane, gq = lane >> 2, tq = lane & 3;
+    tc_xchg[w][lane].row = row;
+    barrier_wait(warp_bars[w]);
+    for (int m = 0; m < 4; m++) {
+        if (!trans) { /* (row gq, cols 2tq, 2tq+1) of matrix m */
+            const __nv_bfloat16 *p = tc_xchg[w][8 * m + gq].row;
+            r[m] = {p[2 * tq], p[2 * tq + 1]};
+        } else { /* (rows 2tq, 2tq+1, col gq) */
+            r[m] = {tc_xchg[w][8 * m + 2 * tq].row[gq], tc_xchg[w][8 * m + 2 * tq + 1].row[gq]};
+        }
+    }
+    barrier_wait(warp_bars[w]); /* no lane posts again before all have read */
+}
+}  // namespace emu
+
+inline void tc_ldsm_x4(tc_reg r[4], const __nv_bfloat16 *row) { emu::tc_ldsm(r, row, false); }
+inline void tc_ldsm_x4_trans(tc_reg r[4], const __nv_bfloat16 *row) { emu::tc_ldsm(r, row, true); }
+
+/* d += a b: A (16 x 16) element (i, k) is half k & 1 of register
+ * (i >= 8) + 2 (k >= 8) of lane 4 (i & 7) + ((k & 7) >> 1); B (16 x 8)
+ * element (k, j) half k & 1 of register (k >= 8) of lane 4 j + ((k & 7) >> 1);
+ * this lane's d[e] is element (g + 8 (e >> 1), 2t + (e & 1)). */
+inline void tc_mma(float d[4], const tc_reg a[4], const tc_reg b[2]) {
+    const int w = emu::cur->warp, lane = emu::cur->lane, gq = lane >> 2, tq = lane & 3;
+    emu::TcSlot *x = emu::tc_xchg[w];
+    for (int e = 0; e < 4; e++) x[lane].a[e] = a[e];
+    x[lane].b[0] = b[0], x[lane].b[1] = b[1];
+    emu::barrier_wait(emu::warp_bars[w]);
+    float r[4];
+    for (int e = 0; e < 4; e++) {
+        const int i = gq + 8 * (e >> 1), j = 2 * tq + (e & 1);
+        float acc = d[e];
+        for (int k = 0; k < 16; k++) {
+            const int sub = (k & 7) >> 1;
+            const float av = emu::tc_half(x[4 * (i & 7) + sub].a[(i >= 8) + 2 * (k >= 8)], k & 1);
+            const float bv = emu::tc_half(x[4 * j + sub].b[k >= 8], k & 1);
+            acc += av * bv;
+        }
+        r[e] = acc;
+    }
+    emu::barrier_wait(emu::warp_bars[w]);
+    for (int e = 0; e < 4; e++) d[e] = r[e];
+}
+
+#endif
