@@ -35,6 +35,47 @@ struct BwdMmaLayout {
     static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
 };
 
+/* dkdv's strip of m0 .. m0+15 queries of the tile at q0: st (S^T) becomes
+ * P^T and dpt (dP^T) becomes dS^T = P^T (dP^T - D), and colsum gathers the
+ * lane's part of dS's column sums.  MASK: P = 0 where i < j or i >= T. */
+template <bool MASK>
+static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float (&dpt)[2][4], float (&colsum)[2],
+                                                       const float *Ls, const float *Ds, const float (&lbj)[2],
+                                                       float scale_log2, int m0, int q0, const int (&key)[2], int T,
+                                                       int tq) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int ic = m0 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
+            const float p = !MASK || (key[e >> 1] <= i && i < T)
+                                ? exp2f(fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic])
+                                : 0.f;
+            const float ds = p * (dpt[n][e] - Ds[ic]);
+            st[n][e] = p;
+            dpt[n][e] = ds;
+            colsum[e >> 1] += ds;
+        }
+}
+
+/* dq's strip of keys c0 .. c0+15 of the tile at k0: dp (dP) becomes
+ * dS = P (dP - D), P recomputed from s (S).  MASK: P = 0 where j > i or
+ * i >= T. */
+template <bool MASK>
+static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], float (&dp)[2][4], const float *lbs,
+                                                       const float (&Lr)[2], const float (&Dr)[2], float scale_log2,
+                                                       int c0, int k0, const int (&row)[2], int T, int tq) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
+            const float p = !MASK || (j <= i && i < T) ? exp2f(fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1])
+                                                       : 0.f;
+            dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
+        }
+}
+
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
@@ -89,6 +130,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
         attn_load_rowstats(Ls, Ds, lse + bh * T, D + bh * T, q0, T);
         __syncthreads();
         if (!active) continue;
+        /* below the diagonal tile every i > j; only the last tile has rows past T */
+        const bool mask = qt == kt || q0 + ATTN_BQ > T;
 
 #pragma unroll 1
         for (int m = 0; m < ATTN_BQ / 16; ++m) {
@@ -109,19 +152,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 tc_mma(dpt[1], va[kk], ob + 2);
             }
             /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
-#pragma unroll
-            for (int n = 0; n < 2; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int ic = m * 16 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
-                    const float p = key[e >> 1] <= i && i < T
-                                        ? exp2f(fmaf(st[n][e], g.scale_log2, lbj[e >> 1]) - Ls[ic])
-                                        : 0.f;
-                    const float ds = p * (dpt[n][e] - Ds[ic]);
-                    st[n][e] = p;
-                    dpt[n][e] = ds;
-                    colsum[e >> 1] += ds;
-                }
+            if (mask) attn_dkdv_probs<true>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+            else attn_dkdv_probs<false>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
             tc_reg pa[4], dsa[4];
             tc_acc_to_a(pa, st);
             tc_acc_to_a(dsa, dpt);
@@ -224,17 +256,11 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 tc_mma(dp[0], oa[kk], vb);
                 tc_mma(dp[1], oa[kk], vb + 2);
             }
-            /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1) */
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int c = n * 16 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
-                    const float p = j <= i && i < T
-                                        ? exp2f(fmaf(s[nt][e], g.scale_log2, lbs[c]) - Lr[e >> 1])
-                                        : 0.f;
-                    dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
-                }
+            /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1).
+             * Left of the diagonal tile every j < i; rows past T (in the last
+             * tile) have finite P and are never written. */
+            if (kt == qt) attn_dq_dscores<true>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
+            else attn_dq_dscores<false>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
             tc_reg dsa[4];
             tc_acc_to_a(dsa, dp);
 #pragma unroll

@@ -29,6 +29,26 @@ struct FwdMmaLayout {
     static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
 };
 
+/* s = the tile's logits in base 2 (element e of s[n]: row row[e >> 1], key
+ * k0 + 8n + 2 tq + (e & 1)), and mx = the running max over them.  MASK:
+ * -inf where j > i or j >= T, needed only in the diagonal tile; in those
+ * left of it every key is before q0, so j < i and j < T for every row. */
+template <bool MASK, int NN>
+static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float (&mx)[2], const float *lbs,
+                                                       float scale_log2, int k0, const int (&row)[2], int T,
+                                                       int tq) {
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = 8 * n + 2 * tq + (e & 1), j = k0 + c;
+            const float x =
+                !MASK || (j <= row[e >> 1] && j < T) ? fmaf(s[n][e], scale_log2, lbs[c]) : -INFINITY;
+            s[n][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+}
+
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
@@ -95,18 +115,10 @@ static __global__ void __launch_bounds__(ATTN_NT)
             }
         }
 
-        /* Online softmax in base 2: element e of s[n] is row row[e >> 1],
-         * key k0 + 8n + 2 tq + (e & 1). */
+        /* Online softmax in base 2 */
         float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int n = 0; n < 2 * NS; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int c = 8 * n + 2 * tq + (e & 1), j = k0 + c;
-                const float x = j <= row[e >> 1] && j < T ? fmaf(s[n][e], g.scale_log2, lbs[c]) : -INFINITY;
-                s[n][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
+        if (kt == qt) attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
+        else attn_fwd_logits<false>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
         float alpha[2], mu[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
