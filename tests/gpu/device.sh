@@ -12,7 +12,8 @@
 # there is never shadowed.  Logs and the benchmark's files come back under
 # $OUT as test-gpu.log, bench-gpu.log and bench-gpu.tgz.  DEVICE_AB="VAR=value"
 # adds a 124M run of bench_gpu with that setting, for a comparison within
-# the same run.
+# the same run; by default SG_ATTN=mma, the attention tiles that have not
+# yet been timed in whole training steps (DEVICE_AB= turns it off).
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -45,7 +46,8 @@ grep -E "FAIL|trajectory|passed" "$OUT/test-gpu.log" | head -n 40
 t0=$SECONDS
 OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-240} bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
-if [ -n "${DEVICE_AB:-}" ]; then # the same 124M steps with a switch flipped (e.g. SG_MATMUL_KEEP=0)
+DEVICE_AB=${DEVICE_AB-SG_ATTN=mma}
+if [ -n "$DEVICE_AB" ]; then # the same 124M steps with a switch flipped (e.g. SG_MATMUL_KEEP=0)
     env $DEVICE_AB timeout 60 "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn >/tmp/bench-gpu/ab.txt 2>&1
     echo "with $DEVICE_AB:"; grep -A1 "^124M" /tmp/bench-gpu/ab.txt
 fi
