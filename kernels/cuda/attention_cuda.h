@@ -102,15 +102,16 @@ static constexpr size_t attn_align(size_t x) { return (x + 127) & ~(size_t)127; 
  * columns must be zero, not stale, because a product over the whole tile
  * multiplies them (by a masked, zero probability for rows; by the zero
  * padding of the other operand for columns), and 0 * NaN would be NaN.
- * src is the first row of the (b,h) slice.  With vec, float4 loads. */
-template <int ROWS, int DP, int LD>
+ * src is the first row of the (b,h) slice.  With vec, float4 loads.  NT:
+ * the block's threads, all of which take part. */
+template <int ROWS, int DP, int LD, int NT = ATTN_NT>
 static __device__ __forceinline__ void attn_load_tile(sg_bf16 *__restrict__ dst,
                                                       const float *__restrict__ src, int stride,
                                                       int row0, int T, int d, int vec) {
     static_assert(LD % 8 == 0 && DP % 16 == 0, "wmma tile layout");
     if (vec) {
         constexpr int Q4 = DP / 4;
-        for (int idx = threadIdx.x; idx < ROWS * Q4; idx += ATTN_NT) {
+        for (int idx = threadIdx.x; idx < ROWS * Q4; idx += NT) {
             const int r = idx / Q4, c = (idx % Q4) * 4;
             float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
             if (row0 + r < T && c < d)
@@ -120,7 +121,7 @@ static __device__ __forceinline__ void attn_load_tile(sg_bf16 *__restrict__ dst,
             p[1] = __floats2bfloat162_rn(x.z, x.w);
         }
     } else {
-        for (int idx = threadIdx.x; idx < ROWS * DP; idx += ATTN_NT) {
+        for (int idx = threadIdx.x; idx < ROWS * DP; idx += NT) {
             const int r = idx / DP, c = idx % DP;
             float x = 0.f;
             if (row0 + r < T && c < d) x = src[(long)(row0 + r) * stride + c];

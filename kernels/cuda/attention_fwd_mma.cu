@@ -1,7 +1,8 @@
 /* Causal attention forward with register-resident tiles (FlashAttention-2's
  * scheme on mma.sync; mma_ptx.h), selected by SG_ATTN=mma.  Same math,
- * tiling, masking and precision as attention_fwd.cu, whose header states
- * them; what differs is where the tiles live:
+ * masking and precision as attention_fwd.cu, whose header states them, and
+ * a warp per 16 queries walking 64-key tiles; what differs is the block
+ * (128 queries, below) and where the tiles live:
  *   - S = Q K^T stays in the mma accumulators: each lane holds two query
  *     rows (g and g+8 of the warp's 16) at 16 key columns of a 64-key tile;
  *   - the online softmax runs on those registers, the row max and sum
@@ -19,11 +20,22 @@
  * t = 0 only. */
 #include "attention_cuda.h"
 
+/* 128 queries (8 warps) per block against the 64-key tiles: each K and V
+ * tile loaded into shared memory (fp32 from global memory, rounded to
+ * bf16) serves twice the queries of attention_fwd.cu's 64, which halves
+ * that traffic per product; it, not the tensor cores, bounds these tiles
+ * when Q, K and V arrive as fp32.  (The backward keeps 4 warps: its
+ * dK/dV kernel's 166 registers per thread would leave one 8-warp block per
+ * SM.) */
+static constexpr int FWD_MMA_WARPS = 8;
+static constexpr int FWD_MMA_NT = 32 * FWD_MMA_WARPS;
+static constexpr int FWD_MMA_BQ = 16 * FWD_MMA_WARPS;
+
 template <int DP>
 struct FwdMmaLayout {
     static constexpr int LDH = DP + 8; /* bf16 rows: 16-byte aligned, ldmatrix conflict-free */
     static constexpr size_t Q = 0;
-    static constexpr size_t K = attn_align(Q + sizeof(sg_bf16) * ATTN_BQ * LDH);
+    static constexpr size_t K = attn_align(Q + sizeof(sg_bf16) * FWD_MMA_BQ * LDH);
     static constexpr size_t V = attn_align(K + sizeof(sg_bf16) * ATTN_BK * LDH);
     static constexpr size_t LB = attn_align(V + sizeof(sg_bf16) * ATTN_BK * LDH);
     static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
@@ -31,8 +43,8 @@ struct FwdMmaLayout {
 
 /* s = the tile's logits in base 2 (element e of s[n]: row row[e >> 1], key
  * k0 + 8n + 2 tq + (e & 1)), and mx = the running max over them.  MASK:
- * -inf where j > i or j >= T, needed only in the diagonal tile; in those
- * left of it every key is before q0, so j < i and j < T for every row. */
+ * -inf where j > i or j >= T, needed only where the tile reaches past the
+ * warp's first query or past T; before that every key precedes every row. */
 template <bool MASK, int NN>
 static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float (&mx)[2], const float *lbs,
                                                        float scale_log2, int k0, const int (&row)[2], int T,
@@ -50,7 +62,7 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
 }
 
 template <int DP>
-static __global__ void __launch_bounds__(ATTN_NT)
+static __global__ void __launch_bounds__(FWD_MMA_NT)
     attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
                         const float *__restrict__ k, const float *__restrict__ v,
                         const float *__restrict__ sink, const float *__restrict__ logbias,
@@ -65,7 +77,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
-    const int q0 = qt * ATTN_BQ, T = g.T;
+    const int q0 = qt * FWD_MMA_BQ, T = g.T;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
     const float *lb = logbias ? logbias + bh * T : nullptr;
@@ -81,21 +93,27 @@ static __global__ void __launch_bounds__(ATTN_NT)
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
-    attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, q + row0 * g.q_stride + ho, g.q_stride, q0, T, g.d, g.vec);
+    attn_load_tile<FWD_MMA_BQ, DP, L::LDH, FWD_MMA_NT>(Qs, q + row0 * g.q_stride + ho, g.q_stride, q0, T, g.d,
+                                                      g.vec);
     __syncthreads();
     tc_reg qa[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk)
         tc_load_a<L::LDH>(qa[kk], Qs, warp * 16, kk * 16, lane);
 
-    for (int kt = 0; kt <= qt; ++kt) {
+    /* key tiles up to the block's last query (or T - 1) */
+    const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
+    for (int kt = 0; kt <= last_kt; ++kt) {
         const int k0 = kt * ATTN_BK;
         __syncthreads(); /* every warp is done with the previous K, V and bias */
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, k + row0 * g.k_stride + ho, g.k_stride, k0, T, g.d, g.vec);
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, v + row0 * g.v_stride + ho, g.v_stride, k0, T, g.d, g.vec);
+        attn_load_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(Ks, k + row0 * g.k_stride + ho, g.k_stride, k0, T, g.d,
+                                                        g.vec);
+        attn_load_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(Vs, v + row0 * g.v_stride + ho, g.v_stride, k0, T, g.d,
+                                                        g.vec);
         attn_load_bias(lbs, lb, k0, T);
         __syncthreads();
-        if (!active) continue;
+        /* a warp whose queries all precede the tile has nothing in it */
+        if (!active || k0 > wlast) continue;
 
         /* S: s[n] covers keys k0 + 8n .. k0 + 8n + 7.  Strips wholly past
          * the warp's last query are not computed (they are masked below for
@@ -117,7 +135,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
         /* Online softmax in base 2 */
         float mx[2] = {m[0], m[1]};
-        if (kt == qt) attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
+        if (k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T)
+            attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
         else attn_fwd_logits<false>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
         float alpha[2], mu[2];
 #pragma unroll
@@ -189,8 +208,8 @@ static void attn_fwd_mma_launch(real *out, real *lse, const real *q, const real 
                                 const AttnArgs *a, const AttnGeom &g) {
     const size_t smem = FwdMmaLayout<DP>::BYTES;
     attn_smem_attr(attn_fwd_mma_kernel<DP>, smem);
-    const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
-    attn_fwd_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(out, lse, q, k, v, a->sink, a->logbias, g);
+    const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
+    attn_fwd_mma_kernel<DP><<<grid, FWD_MMA_NT, smem, sg_stream()>>>(out, lse, q, k, v, a->sink, a->logbias, g);
     CUDA_LAUNCHED();
 }
 
