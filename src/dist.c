@@ -29,7 +29,18 @@ static int env_int(const char *name, int dflt) {
 
 #ifdef SG_MPI
 static int g_times; /* SG_DIST_TIMES is set */
-static MPI_Request *g_reqs; /* started nonblocking sums (dist_isum_real) */
+/* Started nonblocking collectives (dist_isum_real, dist_isum_scatter_real),
+ * and beside each request what its completion leaves to do: MPI wants the
+ * count array of a nonblocking reduce-scatter untouched until it completes
+ * (so it is freed only then), and the in-place reduce-scatter leaves this
+ * rank's piece at the start of the bucket, to be moved to its place. */
+typedef struct {
+    int *counts;     /* NULL for an all-reduce */
+    real *to, *from; /* the piece's place and where MPI left it */
+    long len;        /* the piece's elements; 0: nothing to move */
+} Pending;
+static MPI_Request *g_reqs;
+static Pending *g_pend;
 static int g_nreqs, g_capreqs;
 
 static double now_s(void) {
@@ -132,7 +143,9 @@ int dist_init(int *argc, char ***argv) {
 void dist_finalize(void) {
 #ifdef SG_MPI
     free(g_reqs);
+    free(g_pend);
     g_reqs = NULL;
+    g_pend = NULL;
     g_nreqs = g_capreqs = 0;
 #endif
 #ifdef SG_NCCL
@@ -187,6 +200,32 @@ void dist_sum_real(real *x, long n) {
 #endif
 }
 
+#ifdef SG_MPI
+/* a slot for one more request; its Pending is cleared */
+static int new_request(void) {
+    if (g_nreqs == g_capreqs) {
+        int cap = g_capreqs ? 2 * g_capreqs : 64;
+        MPI_Request *r = realloc(g_reqs, sizeof *r * (size_t)cap);
+        if (r) g_reqs = r;
+        Pending *p = r ? realloc(g_pend, sizeof *p * (size_t)cap) : NULL;
+        if (!p) dist_abort(1, "out of memory");
+        g_pend = p, g_capreqs = cap;
+    }
+    g_pend[g_nreqs] = (Pending){0};
+    return g_nreqs++;
+}
+
+/* Every started request is complete: move the pieces, free the counts. */
+static void finish_requests(void) {
+    for (int i = 0; i < g_nreqs; i++) {
+        Pending *p = &g_pend[i];
+        if (p->len) memmove(p->to, p->from, sizeof(real) * (size_t)p->len); /* may overlap */
+        free(p->counts);
+    }
+    g_nreqs = 0;
+}
+#endif
+
 void dist_isum_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
@@ -199,18 +238,67 @@ void dist_isum_real(real *x, long n) {
     double t = g_times ? now_s() : 0;
     for (long i = 0; i < n; i += 1L << 30) {
         long k = n - i < (1L << 30) ? n - i : (1L << 30);
-        if (g_nreqs == g_capreqs) {
-            int cap = g_capreqs ? 2 * g_capreqs : 64;
-            MPI_Request *r = realloc(g_reqs, sizeof *r * (size_t)cap);
-            if (!r) dist_abort(1, "out of memory");
-            g_reqs = r, g_capreqs = cap;
-        }
-        MPI_Iallreduce(MPI_IN_PLACE, x + i, (int)k, real_type(), MPI_SUM, MPI_COMM_WORLD, &g_reqs[g_nreqs++]);
+        int q = new_request();
+        MPI_Iallreduce(MPI_IN_PLACE, x + i, (int)k, real_type(), MPI_SUM, MPI_COMM_WORLD, &g_reqs[q]);
     }
     if (g_times) g_comm_s += now_s() - t;
 #else
     (void)x, (void)n;
 #endif
+}
+
+int dist_isum_scatter_real(real *x, long n, long a, long b) {
+    if (a < 0 || b > n || a > b) {
+        char why[160];
+        snprintf(why, sizeof why, "internal error: reduce-scatter of [%ld, %ld) in a vector of %ld", a, b, n);
+        dist_abort(1, why);
+    }
+    /* part r is [off, off + len); the parts tile [0, n) in rank order, so
+     * the pieces [a, b) ∩ part r are consecutive and tile [a, b) */
+    int pieces = 0;
+    for (int r = 0; r < g_dist.size; r++) {
+        long off, len;
+        dist_part(n, r, &off, &len);
+        pieces += (a > off ? a : off) < (b < off + len ? b : off + len);
+    }
+#ifdef SG_MPI
+    if (!g_mpi || g_dist.size == 1) return pieces;
+#ifdef SG_NCCL
+    if (g_nccl) {
+        dist_nccl_ireduce_pieces(x, n, a, b);
+        return pieces;
+    }
+#endif
+    double t = g_times ? now_s() : 0;
+    int *counts = malloc(sizeof(int) * (size_t)g_dist.size);
+    if (!counts) dist_abort(1, "out of memory");
+    long mine = a; /* where this rank's piece starts */
+    for (int r = 0; r < g_dist.size; r++) {
+        long off, len;
+        dist_part(n, r, &off, &len);
+        long lo = a > off ? a : off, hi = b < off + len ? b : off + len;
+        counts[r] = lo < hi ? (int)(hi - lo) : 0; /* n <= INT_MAX under ZeRO-1 (train.c) */
+        if (r == g_dist.rank && lo < hi) mine = lo;
+    }
+    int q = new_request();
+    g_pend[q].counts = counts;
+    /* In place (MPI_IN_PLACE on every rank), x[a, b) is the input, and rank
+     * r's segment of the result, the sum of its piece, is written to the
+     * start of the receive buffer, x[a, a + counts[r]).  That is the piece's
+     * place only on the bucket's first rank; on the others finish_requests
+     * moves it there.  Elements of [a, b) outside this rank's piece are
+     * scratch (dist.h), so what MPI writes there is lost harmlessly. */
+    if (counts[g_dist.rank] && mine != a) {
+        g_pend[q].to = x + mine;
+        g_pend[q].from = x + a;
+        g_pend[q].len = counts[g_dist.rank];
+    }
+    MPI_Ireduce_scatter(MPI_IN_PLACE, x + a, counts, real_type(), MPI_SUM, MPI_COMM_WORLD, &g_reqs[q]);
+    if (g_times) g_comm_s += now_s() - t;
+#else
+    (void)x;
+#endif
+    return pieces;
 }
 
 void dist_isum_progress(void) {
@@ -219,7 +307,7 @@ void dist_isum_progress(void) {
     double t = g_times ? now_s() : 0;
     int done;
     MPI_Testall(g_nreqs, g_reqs, &done, MPI_STATUSES_IGNORE);
-    if (done) g_nreqs = 0;
+    if (done) finish_requests();
     if (g_times) g_comm_s += now_s() - t;
 #endif
 }
@@ -235,7 +323,7 @@ void dist_isum_wait(void) {
     if (!g_nreqs) return;
     double t = g_times ? now_s() : 0;
     MPI_Waitall(g_nreqs, g_reqs, MPI_STATUSES_IGNORE);
-    g_nreqs = 0;
+    finish_requests();
     if (g_times) g_comm_s += now_s() - t;
 #endif
 }

@@ -77,6 +77,20 @@ void dist_allgather_real(real *x, long n);
  * each rank; full is only written on rank 0 (may be NULL elsewhere). */
 void dist_gather_real(real *full, const real *mine, long n);
 
+/* The nonblocking ZeRO-1 reduce of one bucket, for overlapping the
+ * reduce-scatter with the backward (src/grad_sync.c).  x is the sharded
+ * vector of n elements (dist_part); [a, b) is a range of it.  Starts the
+ * sum over ranks of x[a, b) such that, after dist_isum_wait, each rank r
+ * holds in x the sum of [a, b) ∩ part r at that part's own place: the
+ * shards are those of dist_sum_scatter_real whatever the buckets, so the
+ * result per element is the same sum, and checkpoints and resumes do not
+ * see the bucketing.  The rest of x[a, b) is scratch afterwards, and
+ * x[a, b) must not be read or written before the wait.  [a, b) meets the
+ * parts of consecutive ranks, whose intersections tile it in rank order.
+ * Returns how many ranks receive a non-empty piece (1 when [a, b) lies in
+ * one part).  Every rank must start the same ranges in the same order. */
+int dist_isum_scatter_real(real *x, long n, long a, long b);
+
 /* Seconds spent in the collectives that carry gradients and parameters
  * (dist_sum_real, dist_sum_scatter_real, dist_allgather_real), timed only
  * when SG_DIST_TIMES is set: *wait_s in a barrier before each (waiting

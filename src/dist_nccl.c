@@ -84,19 +84,46 @@ static cudaStream_t g_side;
 static cudaEvent_t g_queued, g_summed;
 static int g_pending;
 
-void dist_nccl_isum(real *x, long n) {
+/* The side stream, made to wait for the ops queued so far on the op
+ * stream (which wrote the bucket): what is queued on it next starts once
+ * they are done.  An event records the op stream's position when it is
+ * recorded, so one event serves every bucket. */
+static cudaStream_t side_after_ops(void) {
     if (!g_side) {
         cuda_check(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         cuda_check(cudaEventCreateWithFlags(&g_queued, cudaEventDisableTiming), "cudaEventCreateWithFlags");
         cuda_check(cudaEventCreateWithFlags(&g_summed, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     }
-    /* the sum starts once the ops queued so far (which wrote x) are done;
-     * an event records the op stream's position when it is recorded, so one
-     * event serves every bucket */
     cuda_check(cudaEventRecord(g_queued, sg_stream()), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(g_side, g_queued, 0), "cudaStreamWaitEvent");
-    nccl_check(ncclAllReduce(x, x, (size_t)n, real_type(), ncclSum, g_comm, g_side), "ncclAllReduce");
     g_pending = 1;
+    return g_side;
+}
+
+void dist_nccl_isum(real *x, long n) {
+    nccl_check(ncclAllReduce(x, x, (size_t)n, real_type(), ncclSum, g_comm, side_after_ops()), "ncclAllReduce");
+}
+
+void dist_nccl_ireduce_pieces(real *x, long n, long a, long b) {
+    /* ncclReduceScatter takes equal parts that start at the buffer's start,
+     * so a bucket cut at arbitrary shard boundaries is instead one reduce
+     * per piece: rank r's piece [lo, hi) = [a, b) ∩ part r is summed into
+     * x[lo, hi) on rank r (in place: sendbuff == recvbuff there; the other
+     * ranks only send it).  Every rank issues the same reduces in the same
+     * order, and the group makes them one launch on the side stream. */
+    cudaStream_t side = side_after_ops();
+    int size;
+    nccl_check(ncclCommCount(g_comm, &size), "ncclCommCount");
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size; r++) {
+        long off, len;
+        dist_part(n, r, &off, &len);
+        long lo = a > off ? a : off, hi = b < off + len ? b : off + len;
+        if (lo < hi)
+            nccl_check(ncclReduce(x + lo, x + lo, (size_t)(hi - lo), real_type(), ncclSum, r, g_comm, side),
+                       "ncclReduce");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
 void dist_nccl_join(void) {

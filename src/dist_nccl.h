@@ -21,6 +21,11 @@ void dist_nccl_sum(real *x, long n);
  * for every sum started so far. */
 void dist_nccl_isum(real *x, long n);
 void dist_nccl_join(void);
+/* dist_isum_scatter_real (dist.h) for device buffers: on the same second
+ * stream, one ncclReduce per rank r whose part of x[0, n) (dist_part) meets
+ * [a, b), of that intersection, in place, to root r, all in one NCCL group.
+ * join (above) orders it before the optimizer. */
+void dist_nccl_ireduce_pieces(real *x, long n, long a, long b);
 /* ZeRO-1 (dist_sum_scatter_real, dist_allgather_real) on device buffers of
  * size x N parts, in place: rank r's part is x[r part, (r+1) part). */
 void dist_nccl_sum_scatter(real *x, long part);

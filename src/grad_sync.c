@@ -15,7 +15,10 @@ static void ready(void *ctx, long off, long len) {
     }
     s->next = off;
     if (s->hi - off >= s->bucket || (off == 0 && s->hi > 0)) {
-        dist_isum_real(s->grads + off, s->hi - off);
+        if (s->scatter)
+            s->pieces += dist_isum_scatter_real(s->grads, s->n, off, s->hi);
+        else
+            dist_isum_real(s->grads + off, s->hi - off);
         s->hi = off;
         s->buckets++;
     }
@@ -27,12 +30,14 @@ long grad_sync_bucket(double bucket_mb) {
     return n < 1 ? 1 : n > 1e15 ? (long)1e15 : (long)n;
 }
 
-void grad_sync_begin(GradSync *s, Model *m, long bucket) {
+void grad_sync_begin(GradSync *s, Model *m, long bucket, int scatter) {
     s->grads = m->grads;
     s->n = m->n_params;
     s->bucket = bucket > 0 ? bucket : 1;
     s->next = s->hi = m->n_params;
     s->buckets = 0;
+    s->scatter = scatter;
+    s->pieces = 0;
     s->hook.ready = ready;
     s->hook.ctx = s;
     m->grad_hook = &s->hook;

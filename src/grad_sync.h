@@ -12,7 +12,14 @@
  *
  * The sums are the same per element as one collective's with 2 ranks
  * (bitwise: a + b); beyond 2 the collective's algorithm may group them
- * differently, which moves results by rounding only (dist.h). */
+ * differently, which moves results by rounding only (dist.h).
+ *
+ * Under ZeRO-1 (scatter) each rank needs the sum of its own shard only,
+ * and the shards stay the contiguous parts of dist_part whatever the
+ * buckets: a bucket [a, b) is reduced piece by piece, the piece
+ * [a, b) ∩ part r landing on rank r at its place in the vector
+ * (dist_isum_scatter_real).  Over all buckets each element of part r is
+ * summed once, onto rank r, as dist_sum_scatter_real sums it. */
 #ifndef SG_GRAD_SYNC_H
 #define SG_GRAD_SYNC_H
 
@@ -25,11 +32,16 @@ typedef struct {
     long next;   /* the end the next announced range must have */
     long hi;     /* finished elements [next, hi) not yet handed to a sum */
     int buckets; /* sums started in this backward */
+    int scatter; /* ZeRO-1: reduce each bucket onto the shards it meets */
+    int pieces;  /* scatter: (bucket, rank) pieces reduced; more than buckets when buckets straddle shards */
     GradHook hook;
 } GradSync;
 
-/* Before the backward whose gradients are final: arms m->grad_hook. */
-void grad_sync_begin(GradSync *s, Model *m, long bucket);
+/* Before the backward whose gradients are final: arms m->grad_hook.  With
+ * scatter, each rank ends with the sum of its ZeRO-1 part of the vector
+ * (dist_part over n_params) in place, the rest being scratch; without it,
+ * every rank ends with the whole sum. */
+void grad_sync_begin(GradSync *s, Model *m, long bucket, int scatter);
 /* After it: every bucket has been started; waits for the sums (on the GPU,
  * makes the op stream wait) and disarms the hook.  Returns the number of
  * buckets. */

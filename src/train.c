@@ -313,7 +313,8 @@ static int run_loop(Run *r, long start) {
     double t0 = now_s(), last_val = NAN;
     double step_s = 0, comm_s = 0; /* SG_DIST_TIMES: steps, and the gradient and parameter collectives in them */
     long timed_steps = 0;
-    int buckets = 0; /* gradient sums started during the last backward (grad_sync.h) */
+    int buckets = 0, pieces = 0; /* gradient sums started during the last backward, and under ZeRO-1 the
+                                  * (bucket, shard) pieces they reduced (grad_sync.h) */
     long step = start;
     int status = TRAIN_OK;
     progress_init(&r->prog, dist_root() ? stderr : NULL, c->iters);
@@ -324,22 +325,25 @@ static int run_loop(Run *r, long start) {
         double loss = 0;
         /* this rank's share of the global batch (dist.h) */
         int k0 = dist()->rank * A / dist()->size, k1 = (dist()->rank + 1) * A / dist()->size;
-        /* with several ranks and no sharding, the last micro-batch's
-         * backward starts the gradient sums as layers finish (grad_sync.h) */
-        int overlap = dist()->size > 1 && !r->sharded && c->bucket_mb > 0;
+        /* with several ranks, the last micro-batch's backward starts the
+         * gradient sums as layers finish (grad_sync.h); under ZeRO-1 they
+         * are per-bucket reduces onto the shards, so that each rank ends
+         * with the sum of its shard only, as dist_sum_scatter_real leaves it */
+        int overlap = dist()->size > 1 && c->bucket_mb > 0;
         GradSync sync;
         for (int k = k0; k < k1; k++) {
             sampler_train_rows(&r->data, (uint64_t)c->seed, (uint64_t)step, (uint64_t)k * Bm, Bm, win);
             split_windows(win, Bm, T, in, tg);
             loss += model_forward(m, in, tg, Bm, 1, dscale);
-            if (overlap && k == k1 - 1) grad_sync_begin(&sync, m, grad_sync_bucket(c->bucket_mb));
+            if (overlap && k == k1 - 1) grad_sync_begin(&sync, m, grad_sync_bucket(c->bucket_mb), r->sharded);
             model_backward(m);
         }
         double tc = now_s();
-        if (r->sharded) /* each rank needs the sum of its shard only (optim.h) */
-            dist_sum_scatter_real(m->grads, m->n_params);
-        else if (overlap)
+        if (overlap) {
             buckets = grad_sync_end(&sync, m);
+            pieces = sync.pieces;
+        } else if (r->sharded) /* each rank needs the sum of its shard only (optim.h) */
+            dist_sum_scatter_real(m->grads, m->n_params);
         else if (dist()->size > 1)
             dist_sum_real(m->grads, m->n_params);
         if (dist()->size > 1) loss = dist_sum_double(loss);
@@ -442,8 +446,12 @@ static int run_loop(Run *r, long start) {
         /* each rank's own view: a slow rank waits less than the others */
         double wait_s, xfer_s;
         dist_times(&wait_s, &xfer_s);
-        char overlap_note[96] = "";
-        if (buckets)
+        char overlap_note[128] = "";
+        if (buckets && r->sharded)
+            snprintf(overlap_note, sizeof overlap_note,
+                     "; the reduce-scatter in %d bucket%s (%d shard piece%s) started during the backward", buckets,
+                     buckets == 1 ? "" : "s", pieces, pieces == 1 ? "" : "s");
+        else if (buckets)
             snprintf(overlap_note, sizeof overlap_note, "; the sum in %d bucket%s started during the backward",
                      buckets, buckets == 1 ? "" : "s");
         fprintf(stderr,

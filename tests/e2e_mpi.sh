@@ -2,7 +2,8 @@
 # Data parallelism on the CPU with Open MPI: 1, 2 and 4 ranks train the same
 # run (same losses to 1e-6 relative), with the gradient sum overlapping the
 # backward or after it, rank 0 alone writes the run directory, a run resumes with another number of ranks, ZeRO-1 sharding of
-# the AdamW state trains the same run and resumes across rank counts and
+# the AdamW state trains the same run, with its reduce-scatter overlapping
+# the backward or after it, and resumes across rank counts and
 # with sharding on or off, a signal stops
 # every rank at the same step with a checkpoint, a killed rank ends the job
 # within a bounded time naming the rank, and a build without MPI refuses
@@ -75,6 +76,88 @@ done
 check '[ -n "$(json_crc "$W/z2")" ] && [ "$(json_crc "$W/z2")" = "$(json_crc "$W/r2")" ]' "zero 1 and zero 0 on 2 ranks end with bitwise equal parameters ($(json_crc "$W/z2") vs $(json_crc "$W/r2"))"
 check 'grep -q "ZeRO-1: AdamW state 0.1 MiB per rank instead of 0.3" $W/z4.log' "the banner gives the AdamW state per rank: $(grep -o "ZeRO-1.*" $W/z4.log)"
 check 'grep -q "rank 1 of 2: 30 steps, .* gradient and parameter collectives .* transfer" $W/z2.log' "SG_DIST_TIMES reports the collectives' share of a step: $(grep -m1 "collectives" $W/z2.log)"
+# ZeRO-1 with the reduce-scatter overlapping the last backward (--bucket_mb,
+# the default 25 included above): each bucket [a, b) is reduced piece by
+# piece onto the ranks whose shards it meets, so the shards stay those of the
+# reduce-scatter after the backward (--bucket_mb 0).  1 KiB buckets are one
+# per layer and cut through shard boundaries; 0.05 MiB ones hold several
+# layers; 1000 MiB is more than the whole model: one bucket.  With 2 ranks
+# every element is a + b whatever the bucketing: the same losses, gradient
+# norms (above grad_clip 1 in most steps, so clipping steers the run) and
+# parameters, bitwise.
+gnorms() { grep '"grad_norm"' "$1/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*"grad_norm":([^,]*),.*/\1 \2/'; }
+# final parameters: the worst difference of any element over its tensor's largest magnitude
+pworst() {
+    "$SG" export "$1" -o "$1.st" >/dev/null 2>&1 && "$SG" export "$2" -o "$2.st" >/dev/null 2>&1 || { echo "export failed"; return; }
+    python3 - "$1.st" "$2.st" <<'PY'
+import array, json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h, d, out = json.loads(b[8:8 + n]), b[8 + n:], {}
+    for k, v in h.items():
+        if k != '__metadata__':
+            a = array.array('f' if v['dtype'] == 'F32' else 'd')
+            a.frombytes(d[v['data_offsets'][0]:v['data_offsets'][1]])
+            out[k] = a
+    return out
+x, y = load(sys.argv[1]), load(sys.argv[2])
+w, n = 0.0, 0
+for k in x:
+    s = max(abs(v) for v in x[k]) or 1.0
+    w = max(w, max(abs(p - q) for p, q in zip(x[k], y[k])) / s)
+    n += len(x[k])
+print('%d %.2e' % (n if x.keys() == y.keys() else -1, w))
+PY
+}
+timeout 120 $MPI -n 2 "$SG" $T --zero 1 --bucket_mb 0 --out "$W/zn2" 2>/dev/null; rc=$?
+check '[ $rc -eq 0 ] && [ -n "$(json_crc "$W/zn2")" ] && [ "$(json_crc "$W/zn2")" = "$(json_crc "$W/r2")" ]' "zero 1 without overlap on 2 ranks: the parameters of zero 0 ($rc: $(json_crc "$W/zn2"))"
+for b in 0.001 0.05 1000; do
+    timeout 120 $MPI -n 2 -x SG_DIST_TIMES=1 "$SG" $T --zero 1 --bucket_mb $b --out "$W/zo2-$b" 2>"$W/zo2-$b.log"; rc=$?
+    check '[ $rc -eq 0 ] && [ "$(json_crc "$W/zo2-$b")" = "$(json_crc "$W/zn2")" ] && [ "$(gnorms "$W/zo2-$b")" = "$(gnorms "$W/zn2")" ] && [ "$(vals "$W/zo2-$b")" = "$(vals "$W/zn2")" ]' "zero 1, 2 ranks, $b MiB buckets during the backward: every loss, gradient norm and parameter bitwise those of the reduce-scatter after it ($rc: $(json_crc "$W/zo2-$b"), $(gnorms "$W/zo2-$b" | wc -l) steps)"
+done
+check '[ "$(gnorms "$W/z2")" = "$(gnorms "$W/zn2")" ] && [ "$(json_crc "$W/z2")" = "$(json_crc "$W/zn2")" ]' "zero 1, 2 ranks, the default 25 MiB (one bucket): bitwise the reduce-scatter after the backward"
+# the buckets counted: more than one, and more pieces than buckets (a bucket
+# straddles a shard boundary); one bucket of 2 pieces when it is the model
+zpieces() { sed -nE 's/.*rank 0 of [0-9]+: .*the reduce-scatter in ([0-9]+) buckets? \(([0-9]+) shard pieces?\) started during the backward.*/\1 \2/p' "$1"; }
+p=$(zpieces "$W/zo2-0.001.log")
+check '[ -n "$p" ] && [ "${p% *}" -gt 1 ] && [ "${p#* }" -gt "${p% *}" ]' "zero 1, 2 ranks, 1 KiB buckets: more than one bucket, and buckets straddling the shards (buckets, pieces: ${p:-none})"
+p=$(zpieces "$W/zo2-1000.log")
+check '[ "$p" = "1 2" ]' "zero 1, 2 ranks, 1000 MiB: one bucket in 2 pieces (${p:-none})"
+# 4 ranks group the additions differently from one process and from the
+# blocking reduce-scatter: within 1e-6 of both, losses and parameters
+timeout 120 $MPI -n 4 "$SG" $T --zero 1 --bucket_mb 0 --out "$W/zn4" 2>/dev/null; rc=$?
+check '[ $rc -eq 0 ]' "zero 1 without overlap on 4 ranks trains ($rc)"
+for b in 0.001 0.05 1000; do
+    timeout 120 $MPI -n 4 -x SG_DIST_TIMES=1 "$SG" $T --zero 1 --bucket_mb $b --out "$W/zo4-$b" 2>"$W/zo4-$b.log"; rc=$?
+    w=$(worst "$W/zn4" "$W/zo4-$b"); w1=$(worst "$W/r1" "$W/zo4-$b")
+    pw=$(pworst "$W/zn4" "$W/zo4-$b"); pw1=$(pworst "$W/r1" "$W/zo4-$b")
+    check '[ $rc -eq 0 ] && [ "${w% *}" = 33 ] && [ "${w1% *}" = 33 ] && awk -v a="${w#* }" -v b="${w1#* }" "BEGIN { exit !(a <= 1e-6 && b <= 1e-6) }"' "zero 1, 4 ranks, $b MiB buckets: every loss within 1e-6 of the reduce-scatter after the backward ($w) and of one process ($w1)"
+    check '[ "${pw% *}" -gt 0 ] 2>/dev/null && [ "${pw1% *}" = "${pw% *}" ] && awk -v a="${pw#* }" -v b="${pw1#* }" "BEGIN { exit !(a <= 1e-5 && b <= 1e-5) }"' "zero 1, 4 ranks, $b MiB buckets: final parameters within 1e-5 of their tensor's scale, against after the backward ($pw) and one process ($pw1)"
+done
+p=$(zpieces "$W/zo4-0.001.log")
+check '[ -n "$p" ] && [ "${p% *}" -gt 1 ] && [ "${p#* }" -gt "${p% *}" ]' "zero 1, 4 ranks, 1 KiB buckets: buckets straddle the shards (buckets, pieces: ${p:-none})"
+p=$(zpieces "$W/zo4-1000.log")
+check '[ "$p" = "1 4" ]' "zero 1, 4 ranks, 1000 MiB: one bucket in 4 pieces (${p:-none})"
+# the overlapped run's checkpoint is the full state: 2 ranks with overlap
+# stop at step 12, and the run goes on with 1 rank, with 4 ranks (zero 1,
+# overlap), or with 2 ranks alike, which ends bitwise where uninterrupted
+timeout 120 $MPI -n 2 "$SG" $T --zero 1 --bucket_mb 0.001 --stop_at 12 --out "$W/zo" 2>/dev/null; rc=$?
+check '[ $rc -eq 75 ] && [ -f "$W/zo/checkpoint.bin" ]' "2 ranks, zero 1 with overlap, stop at step 12 with a checkpoint ($rc)"
+cp -r "$W/zo" "$W/zo-1"; cp -r "$W/zo" "$W/zo-4"; cp -r "$W/zo" "$W/zo-2"
+"$SG" $T --out "$W/zo-1" 2>/dev/null; rc1=$?
+timeout 120 $MPI -n 4 "$SG" $T --zero 1 --bucket_mb 0.001 --out "$W/zo-4" 2>/dev/null; rc4=$?
+timeout 120 $MPI -n 2 "$SG" $T --zero 1 --bucket_mb 0.001 --out "$W/zo-2" 2>/dev/null; rc2=$?
+w1=$(worst "$W/r1" "$W/zo-1"); w4=$(worst "$W/r1" "$W/zo-4")
+check '[ $rc1 -eq 0 ] && [ "${w1% *}" = 33 ] && awk -v e="${w1#* }" "BEGIN { exit !(e <= 1e-6) }"' "resumed on 1 rank: the one-process run ($rc1: $w1)"
+check '[ $rc4 -eq 0 ] && [ "${w4% *}" = 33 ] && awk -v e="${w4#* }" "BEGIN { exit !(e <= 1e-6) }"' "resumed on 4 ranks, zero 1 with overlap: the one-process run ($rc4: $w4)"
+check '[ $rc2 -eq 0 ] && [ -n "$(json_crc "$W/zo-2")" ] && [ "$(json_crc "$W/zo-2")" = "$(json_crc "$W/zo2-0.001")" ] && [ "$(gnorms "$W/zo-2")" = "$(gnorms "$W/zo2-0.001")" ]' "resumed on 2 ranks alike: bitwise the uninterrupted run ($rc2: $(json_crc "$W/zo-2"))"
+# a bucket size that is no size is refused by every rank, which write nothing
+for b in -1 nan; do
+    out=$(timeout 60 $MPI -n 2 "$SG" $T --zero 1 --bucket_mb $b --out "$W/zbad" 2>&1); rc=$?
+    check '[ $rc -ne 0 ] && grep -q "bucket_mb: expected a number >= 0, got .$b." <<<"$out" && [ ! -e "$W/zbad" ]' "zero 1, 2 ranks, --bucket_mb $b: refused ($rc: $(grep -m1 bucket_mb <<<"$out"))"
+done
+
 # the checkpoint holds the whole state: a sharded run resumes on any ranks,
 # sharded or not, and a sharded run resumed alike is the uninterrupted one
 timeout 120 $MPI -n 2 "$SG" $T --zero 1 --stop_at 12 --out "$W/zs" 2>/dev/null; rc=$?

@@ -2,7 +2,9 @@
 # Data parallelism on this machine (BENCH_ONLY=dist): tokens/s of one run
 # on 1 and 2 ranks (one OpenMP thread each), and with 2 ranks the gradient
 # sum after the backward (--bucket_mb 0) against the sum overlapped with it
-# (buckets of BENCH_DIST_BUCKETS MiB; 25 is the default).  Median step
+# (buckets of BENCH_DIST_BUCKETS MiB; 25 is the default), then the same
+# with ZeRO-1 (--zero 1: the reduce-scatter after the backward, or per
+# bucket during it; the parameter all-gather follows the step).  Median step
 # tokens/s over steps 3..N and the exposed collective time per step
 # (SG_DIST_TIMES: the host's time in the collectives, not hidden behind the
 # backward), BENCH_DIST_REPS repetitions each, alternating the settings so
@@ -37,13 +39,16 @@ for rep in $(seq 1 "$REPS"); do
     run one 1
     run after 2 --bucket_mb 0
     for b in $BUCKETS; do run "overlap-$b" 2 --bucket_mb "$b"; done
+    run zero-after 2 --zero 1 --bucket_mb 0
+    for b in $BUCKETS; do run "zero-overlap-$b" 2 --zero 1 --bucket_mb "$b"; done
 done
 {
     echo "data parallelism, $TIER, micro-batch 8 x 2, $STEPS steps, median step tokens/s over steps 3..$STEPS ($REPS runs each)"
-    printf "%-14s %-24s %-26s %s\n" setting tokens/s "vs 1 rank" "exposed sum ms/step"
+    echo "(exposed ms/step: the host's time in the gradient collectives, and with zero 1 in the parameter all-gather too)"
+    printf "%-19s %-24s %-26s %s\n" setting tokens/s "vs 1 rank" "exposed ms/step"
     base=$(awk '$1 == "one" { s += $2; n++ } END { print s / n }' "$W/all")
-    for name in one after $(for b in $BUCKETS; do echo "overlap-$b"; done); do
+    for name in one after $(for b in $BUCKETS; do echo "overlap-$b"; done) zero-after $(for b in $BUCKETS; do echo "zero-overlap-$b"; done); do
         awk -v n="$name" -v base="$base" '$1 == n { t = t (t ? " / " : "") sprintf("%.0f", $2); c = c (c ? " / " : "") $3; s += $2; k++ }
-            END { printf "%-14s %-24s %-26s %s\n", n, t, sprintf("%.2fx (%.0f%% of 2x)", s / k / base, 50 * s / k / base), c }' "$W/all"
+            END { printf "%-19s %-24s %-26s %s\n", n, t, sprintf("%.2fx (%.0f%% of 2x)", s / k / base, 50 * s / k / base), c }' "$W/all"
     done
 } | tee "$OUT/dist.txt"
