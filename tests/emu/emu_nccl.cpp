@@ -1,5 +1,5 @@
 /* NCCL and the CUDA runtime's streams and events, emulated with MPI for the
- * emulated CUDA build of sgtrain (tests/e2e_nccl_emu.sh), so that
+ * emulated CUDA build of sgtrain (tests/e2e_cuda_sgtrain_emu.sh), so that
  * src/dist_nccl.c runs as several ranks without a GPU.  Device memory is
  * host memory (tests/emu/emu_runtime.cpp), so a collective is the MPI
  * collective on the same buffers.

@@ -1,4 +1,4 @@
-# Read after the Makefile by tests/e2e_cuda_emu.sh and tests/e2e_nccl_emu.sh
+# Read after the Makefile by tests/e2e_cuda_emu.sh and tests/e2e_cuda_sgtrain_emu.sh
 #   make -f Makefile -f tests/emu/print-ldlibs.mk B=build emu-print-ldlibs
 # prints the libraries the build links (the BLAS it chose, OpenMP, ...), so
 # that the emulated tests link the CPU ops of $(B)/libsg.a, their
@@ -6,7 +6,7 @@
 emu-print-ldlibs:
 	@echo $(LDLIBS)
 
-# For tests/e2e_nccl_emu.sh, which builds the CUDA build's host code over the
+# For tests/e2e_cuda_sgtrain_emu.sh, which builds the CUDA build's host code over the
 # emulated kernels: the host objects' flags, and the libraries besides CUDA's.
 emu-print-cuda-cflags:
 	@echo $(CUDA_CFLAGS)

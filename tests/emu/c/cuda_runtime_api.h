@@ -1,5 +1,5 @@
 /* Stand-in for the CUDA runtime's C API in the emulated CUDA build of
- * sgtrain (tests/e2e_nccl_emu.sh), for the host code that includes it:
+ * sgtrain (tests/e2e_cuda_sgtrain_emu.sh), for the host code that includes it:
  * src/dist_nccl.c.  C, unlike tests/emu/cuda_runtime.h (the kernels'
  * C++ side); the same types, so that a stream or an error code means the
  * same on both sides.  Implemented in tests/emu/emu_nccl.cpp, where the

@@ -1,5 +1,5 @@
 /* Stand-in for nccl.h in the emulated CUDA build of sgtrain
- * (tests/e2e_nccl_emu.sh): the calls src/dist_nccl.c makes, with NCCL's
+ * (tests/e2e_cuda_sgtrain_emu.sh): the calls src/dist_nccl.c makes, with NCCL's
  * signatures and contracts, carried out with MPI on the emulated device
  * memory (host memory).  tests/emu/emu_nccl.cpp implements them and says
  * what is and is not emulated. */

@@ -4,6 +4,9 @@
 # kernels run by the host emulator (tests/emu, as tests/e2e_cuda_emu.sh),
 # with NCCL and the runtime's streams emulated over MPI
 # (tests/emu/emu_nccl.cpp).  What this shows:
+#   - every arm's loss and gradients (`sgtrain grads`, head dims 16 and 64,
+#     both attention tile kernels) against the CPU build, as test-gpu's
+#     step 2 does on a GPU (tests/gpu/compare_grads.py's tolerances);
 #   - one emulated GPU trains like the CPU build (every loss within 2%:
 #     bf16 matrix products against fp32, as on a real GPU, test-gpu);
 #   - 2 and 4 ranks on the NCCL path train the run one rank trains (1e-5:
@@ -19,7 +22,7 @@ set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-E2E_NAME=e2e_nccl_emu
+E2E_NAME=e2e_cuda_sgtrain_emu
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export EMU_STREAMS= EMU_GPUS= # set per run below; empty: the defaults (late, 8 GPUs)
@@ -41,7 +44,7 @@ read -r -a CF <<<"$(mk emu-print-cuda-cflags | sed -E 's/ -MMD| -MP//g')"
 read -r -a LIBS <<<"$(mk emu-print-host-libs)"
 read -r -a MPIA <<<"$MPIF"
 
-W=$(cd "$B" && pwd)/nccl-emu
+W=$(cd "$B" && pwd)/sgtrain-emu
 rm -rf "$W"
 mkdir -p "$W/gen" "$W/obj"
 E=$ROOT/tests/emu
@@ -106,6 +109,23 @@ within() { # run, reference, bound, what
     check '[ "${w% *}" -ge 8 ] && awk -v e="${w#* }" -v b="$bound" "BEGIN { exit !(e <= b) }"' "$4 (losses compared, worst relative difference): $w"
     echo "$4: $w"
 }
+
+# every arm's forward and backward against the CPU's
+for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+    name=${cfg%%:*} flags=${cfg#*:}
+    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
+        "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/cpu-$name-$arm.st" >/dev/null
+        for tiles in wmma mma; do
+            SG_ATTN=$tiles "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/emu-$name-$arm-$tiles.st" \
+                >/dev/null 2>"$W/grads.log"
+            out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/emu-$name-$arm-$tiles.st" \
+                "$name $arm $tiles" 2>&1)
+            check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"' \
+                "$name $arm SG_ATTN=$tiles: loss and gradients against the CPU"$'\n'"$out"$'\n'"$(cat "$W/grads.log")"
+        done
+    done
+done
+echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
