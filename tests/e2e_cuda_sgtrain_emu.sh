@@ -8,7 +8,8 @@
 #     both attention tile kernels) against the CPU build, as test-gpu's
 #     step 2 does on a GPU (tests/gpu/compare_grads.py's tolerances);
 #   - one emulated GPU trains like the CPU build (every loss within 2%:
-#     bf16 matrix products against fp32, as on a real GPU, test-gpu);
+#     bf16 matrix products against fp32, as on a real GPU, test-gpu), and
+#     analyses the CPU's checkpoint like it (test-gpu's step 5);
 #   - 2 and 4 ranks on the NCCL path train the run one rank trains (1e-5:
 #     bf16 magnifies the order of the gradient sums), with
 #     the sum after the backward or in buckets during it on NCCL's own
@@ -131,6 +132,14 @@ echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
 check '[ $rc -eq 0 ] && grep -q "cuda (emulated" "$W/g1/result.json"' "one emulated GPU trains (exit $rc): $(tail -n 2 "$W/g1.log")"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
+# the analyses (injection battery, probes, exposure) of the CPU's checkpoint on both builds
+AN="--batches 1 --batch-size 2 --quiet"
+"$B/sgtrain" analyze "$W/cpu" --out "$W/an-cpu" $AN >/dev/null 2>&1
+timeout 300 "$EMU" analyze "$W/cpu" --out "$W/an-emu" $AN >"$W/an.log" 2>&1; rc=$?
+out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-emu" 2>&1)
+check '[ $rc -eq 0 ] && grep -q "analysis within tolerance" <<<"$out"' \
+    "sgtrain analyze on the emulated GPU against the CPU (exit $rc): $out"$'\n'"$(tail -n 3 "$W/an.log")"
+echo "analyze: $out"
 
 run() { # name, ranks, extra flags...: the job's exit status in $W/$1.rc
     local name=$1 np=$2

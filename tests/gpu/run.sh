@@ -77,21 +77,7 @@ AN="--batches 2 --batch-size 4 --quiet"
 for arm in baseline sinklogit normgate combo2; do
     "$B/sgtrain" analyze "$W/cpu-$arm" --out "$W/an-cpu-$arm" $AN
     "$CB/sgtrain" analyze "$W/cpu-$arm" --out "$W/an-gpu-$arm" $AN
-    out=$("$PY" - "$W/an-cpu-$arm" "$W/an-gpu-$arm" <<'PYEOF'
-import json, os, sys
-a, b = sys.argv[1], sys.argv[2]
-bad = []
-for f in sorted(os.listdir(a)):
-    x, y = json.load(open(os.path.join(a, f))), json.load(open(os.path.join(b, f)))
-    for k, v in x.items():
-        if isinstance(v, float) and abs(v - y[k]) > (0.02 * abs(v) if "loss" in k else 0.02):
-            bad.append(f"{f} {k}: cpu {v} gpu {y[k]}")
-    for r, s in zip(x.get("results", []), y.get("results", [])):
-        if abs(r["val_loss"] - s["val_loss"]) > 0.02 * abs(r["val_loss"]):
-            bad.append(f"{f} {r}: gpu {s['val_loss']}")
-print("\n".join(bad) if bad else "analysis within tolerance")
-PYEOF
-)
+    out=$("$PY" tests/gpu/compare_analysis.py "$W/an-cpu-$arm" "$W/an-gpu-$arm" 2>&1)
     check 'grep -q "analysis within tolerance" <<<"$out"' "$arm: analyze on the GPU vs the CPU"$'\n'"$out"
     echo "analyze $arm: $out"
 done
