@@ -50,22 +50,22 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
 done
 
 T="train --tier test --iters 50 --warmup 5 --val_every 0 --ckpt_every 0 --data $W/data"
+trajectory() { # arm, GPU run dir, label: every step's loss within 2% of the CPU's
+    local worst
+    worst=$(paste <(grep '"loss"' "$W/cpu-$1/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
+                  <(grep '"loss"' "$2/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
+            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.2e", n, w }')
+    check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$3: 50-step trajectory within 2% of the CPU (steps, worst relative): $worst"
+    echo "trajectory $3: steps and worst relative difference $worst"
+}
 for arm in baseline sinklogit normgate combo2; do
     "$B/sgtrain" $T --arm $arm --out "$W/cpu-$arm" 2>/dev/null
     "$CB/sgtrain" $T --arm $arm --out "$W/gpu-$arm" 2>/dev/null
-    worst=$(paste <(grep '"loss"' "$W/cpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
-                  <(grep '"loss"' "$W/gpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
-            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.2e", n, w }')
-    check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm: 50-step trajectory within 2% of the CPU (steps, worst relative): $worst"
-    echo "trajectory $arm: steps and worst relative difference $worst"
+    trajectory $arm "$W/gpu-$arm" $arm
 done
 for arm in baseline combo2; do # the register-resident attention tiles (SG_ATTN=mma)
     SG_ATTN=mma "$CB/sgtrain" $T --arm $arm --out "$W/gpu-mma-$arm" 2>/dev/null
-    worst=$(paste <(grep '"loss"' "$W/cpu-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') \
-                  <(grep '"loss"' "$W/gpu-mma-$arm/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/') |
-            awk 'BEGIN { w = 0; n = 0 } { n++; e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%d %.2e", n, w }')
-    check '[ "${worst% *}" = 50 ] && awk -v w="${worst#* }" "BEGIN { exit !(w <= 0.02) }"' "$arm SG_ATTN=mma: 50-step trajectory within 2% of the CPU: $worst"
-    echo "trajectory $arm SG_ATTN=mma: steps and worst relative difference $worst"
+    trajectory $arm "$W/gpu-mma-$arm" "$arm SG_ATTN=mma"
 done
 SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-mma-combo2-again" 2>/dev/null
 "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
