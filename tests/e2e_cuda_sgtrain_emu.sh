@@ -3,7 +3,8 @@
 # compiled as `make cuda` compiles it, NCCL path included) over the CUDA
 # kernels run by the host emulator (tests/emu, as tests/e2e_cuda_emu.sh),
 # with NCCL and the runtime's streams emulated over MPI
-# (tests/emu/emu_nccl.cpp).  What this shows:
+# (tests/emu/emu_nccl.cpp); and test-gpu's own op test, test_gpu_ops, over
+# the same kernels.  What this shows:
 #   - every arm's loss and gradients (`sgtrain grads`, head dims 16 and 64,
 #     both attention tile kernels) against the CPU build, as test-gpu's
 #     step 2 does on a GPU (tests/gpu/compare_grads.py's tolerances);
@@ -90,10 +91,24 @@ check '[ ! -s "$W/failed.log" ]' "the emulated CUDA sgtrain compiles"$'\n'"$(tai
 out=$(g++ -o "$W/sgtrain" "$W"/obj/*.o "${LIBS[@]}" 2>&1)
 check '[ $? -eq 0 ]' "the emulated CUDA sgtrain links"$'\n'"$out"
 [ -x "$W/sgtrain" ] || finish
+# test-gpu's op test, tests/gpu/test_gpu_ops.c, over the same kernels: its C
+# objects and the CPU reference ops (prefixed cpu_) as `make cuda` builds them
+CB=$B/cuda
+TG=("$CB/tg/test_gpu_ops.o" "$CB/tg/table_gpu.o" "$CB/tg/table_cpu.o" "$CB/tg/check.o")
+REF=($(ls kernels/cpu/*.c | sed "s|^|$CB/ref/|; s|\.c\$|.o|"))
+out=$(mk "${TG[@]}" "${REF[@]}" 2>&1)
+check '[ $? -eq 0 ]' "test_gpu_ops's objects build"$'\n'"$out"
+read -r -a LDL <<<"$(mk emu-print-ldlibs)"
+out=$(g++ -o "$W/test_gpu_ops" "${TG[@]}" "${REF[@]}" "$W"/obj/k_*.o "$W"/obj/e_emu_{runtime,cublas,cublaslt,memory}.o \
+    "$W/obj/h_rng.o" "${LIBS[@]}" "${LDL[@]}" 2>&1)
+check '[ $? -eq 0 ]' "the emulated test_gpu_ops links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"
 
 # --- runs ------------------------------------------------------------------------
 t0=$SECONDS
+# test_gpu_ops (single-threaded, ~100 s) beside the rest
+[ -x "$W/test_gpu_ops" ] && { "$W/test_gpu_ops" >"$W/test_gpu_ops.log" 2>&1; echo $? >"$W/test_gpu_ops.rc"; } &
+tgo=$!
 EMU=$W/sgtrain
 MPI="mpirun --oversubscribe -x OMP_NUM_THREADS -x EMU_STREAMS -x EMU_GPUS"
 "$B/sgsynth" --out "$W/d" --vocab 512 --val-tokens 8000 --train-tokens 40000 --shard-tokens 20000 >/dev/null
@@ -179,5 +194,10 @@ check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | t
 EMU_GPUS=1 run dup 2
 check '[ "$(cat "$W/dup.rc")" != 0 ] && grep -q "Duplicate GPU detected" "$W/dup.log" && [ ! -f "$W/dup/result.json" ]' \
     "2 ranks on 1 GPU: the job ends with NCCL's reason (exit $(cat "$W/dup.rc")): $(grep -m1 -i "nccl" "$W/dup.log")"
+wait $tgo
+line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/test_gpu_ops.log" 2>/dev/null)
+check '[ "$(cat "$W/test_gpu_ops.rc" 2>/dev/null)" = 0 ] && [[ "$line" == *" 0 failed" ]]' \
+    "test_gpu_ops, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/test_gpu_ops.log" 2>/dev/null; tail -n 3 "$W/test_gpu_ops.log" 2>/dev/null)"
+echo "${line:-test_gpu_ops: no summary}"
 echo "ran in $((SECONDS - t0)) s"
 finish
