@@ -180,8 +180,8 @@ check 'grep -q "tiles=mma" <<<"$out" && ! grep -q "tiles=wmma" <<<"$out" && grep
     "SG_ATTN=mma runs the mma tiles alone:"$'\n'"$out"
 out=$(SG_ATTN=fast "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
 rc=$?
-check '[ $rc -ne 0 ] && grep -q "SG_ATTN must be \"wmma\" (the default) or \"mma\"" <<<"$out"' \
-    "SG_ATTN=fast: a clear error and a non-zero exit (exit $rc):"$'\n'"$out"
+check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"wmma\" (the default) or \"mma\"" <<<"$out"' \
+    "SG_ATTN=fast: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
 # every case's outputs bitwise equal under every seed
 for b in att ops; do

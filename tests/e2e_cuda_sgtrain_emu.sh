@@ -190,6 +190,12 @@ timeout 300 "$EMU" $T --out "$W/s2" >"$W/s2-resume.log" 2>&1
 check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | tail -n 1)" -v b="$(losses "$W/n2" | tail -n 1)" "BEGIN { e = (a - b) / b; if (e < 0) e = -e; exit !(e <= 1e-5) }"' \
     "resumed on 1 emulated GPU, the run ends where 2 ranks end ($(crc "$W/s2") vs $(crc "$W/n2"); last loss $(losses "$W/s2" | tail -n 1) vs $(losses "$W/n2" | tail -n 1))"
 
+# a bad SG_ATTN: exit 2 before the run directory exists
+SG_ATTN=fast "$EMU" $T --out "$W/badtiles" >"$W/badtiles.log" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "SG_ATTN must be" "$W/badtiles.log" && [ ! -e "$W/badtiles" ]' \
+    "SG_ATTN=fast: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badtiles.log")"
+
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
 EMU_GPUS=1 run dup 2
 check '[ "$(cat "$W/dup.rc")" != 0 ] && grep -q "Duplicate GPU detected" "$W/dup.log" && [ ! -f "$W/dup/result.json" ]' \

@@ -207,11 +207,26 @@ static void attn_fwd_launch(real *out, real *lse, const real *q, const real *k, 
     CUDA_LAUNCHED();
 }
 
-bool attn_use_mma(void) {
+/* 1: mma, 0: wmma, -1: neither (a bad value) */
+static int attn_tiles_env(void) {
     const char *e = getenv("SG_ATTN");
-    if (!e || !*e || !strcmp(e, "wmma")) return false;
-    if (!strcmp(e, "mma")) return true;
-    sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", "SG_ATTN must be \"wmma\" (the default) or \"mma\"");
+    if (!e || !*e || !strcmp(e, "wmma")) return 0;
+    return !strcmp(e, "mma") ? 1 : -1;
+}
+#define ATTN_TILES_ERROR "SG_ATTN must be \"wmma\" (the default) or \"mma\""
+
+/* A bad SG_ATTN stops the program as it loads, with the usage status,
+ * before a run directory exists; attn_use_mma catches one set later. */
+__attribute__((constructor)) static void attn_check_env(void) {
+    if (attn_tiles_env() >= 0) return;
+    fprintf(stderr, "%s: " ATTN_TILES_ERROR "\n", getenv("SG_ATTN"));
+    exit(2);
+}
+
+bool attn_use_mma(void) {
+    const int t = attn_tiles_env();
+    if (t < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", ATTN_TILES_ERROR);
+    return t == 1;
 }
 
 extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real *k,
