@@ -17,6 +17,8 @@ typedef struct emu_event *cudaEvent_t;
 enum { cudaSuccess = 0 };
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
 
+/* The kernels' side defines these two inline, with C++ linkage
+ * (tests/emu/cuda_runtime.h): the C side's get names of their own. */
 const char *emu_cuda_error_string(cudaError_t e);
 #define cudaGetErrorString emu_cuda_error_string
 cudaError_t cudaGetDeviceCount(int *n);
