@@ -451,12 +451,10 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
     if (attn_use_mma()) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
-    else switch (attn_dpad(a->d)) {
-    case 16: attn_bwd_launch<16>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    case 32: attn_bwd_launch<32>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    case 64: attn_bwd_launch<64>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    default: attn_bwd_launch<128>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    }
+    else
+        attn_by_dpad(a->d, [&](auto dp) {
+            attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
+        });
     if (want_dc) {
         attn_bwd_dsink_kernel<<<sg_blocks(H, 128), 128, 0, sg_stream()>>>(dsink, dc_part, B, H,
                                                                          nchunk);

@@ -294,10 +294,7 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g) {
-    switch (attn_dpad(a->d)) {
-    case 16: attn_bwd_mma_launch<16>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    case 32: attn_bwd_mma_launch<32>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    case 64: attn_bwd_mma_launch<64>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    default: attn_bwd_mma_launch<128>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g); break;
-    }
+    attn_by_dpad(a->d, [&](auto dp) {
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
+    });
 }

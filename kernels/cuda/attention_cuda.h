@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 /* ops.h is a C header without linkage guards: included here first, inside
  * extern "C", so that the ops defined in the .cu files get C linkage (its
  * include guard makes cuda_common.h's own #include a no-op). */
@@ -78,6 +80,18 @@ struct AttnGeom {
 };
 
 static inline int attn_dpad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+/* f(std::integral_constant<int, DP>()) for d's padded head dim DP: the
+ * kernels are instantiated per DP, and every launcher picks one this way. */
+template <class F>
+static inline void attn_by_dpad(int d, F &&f) {
+    switch (attn_dpad(d)) {
+    case 16: f(std::integral_constant<int, 16>()); break;
+    case 32: f(std::integral_constant<int, 32>()); break;
+    case 64: f(std::integral_constant<int, 64>()); break;
+    default: f(std::integral_constant<int, 128>()); break;
+    }
+}
 
 static inline bool attn_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 

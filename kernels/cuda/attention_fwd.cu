@@ -240,10 +240,5 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
         attn_fwd_mma(out, lse, q, k, v, a, g);
         return;
     }
-    switch (attn_dpad(a->d)) {
-    case 16: attn_fwd_launch<16>(out, lse, q, k, v, a, g); break;
-    case 32: attn_fwd_launch<32>(out, lse, q, k, v, a, g); break;
-    case 64: attn_fwd_launch<64>(out, lse, q, k, v, a, g); break;
-    default: attn_fwd_launch<128>(out, lse, q, k, v, a, g); break;
-    }
+    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_launch<decltype(dp)::value>(out, lse, q, k, v, a, g); });
 }

@@ -215,10 +215,5 @@ static void attn_fwd_mma_launch(real *out, real *lse, const real *q, const real 
 
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
                   const AttnGeom &g) {
-    switch (attn_dpad(a->d)) {
-    case 16: attn_fwd_mma_launch<16>(out, lse, q, k, v, a, g); break;
-    case 32: attn_fwd_mma_launch<32>(out, lse, q, k, v, a, g); break;
-    case 64: attn_fwd_mma_launch<64>(out, lse, q, k, v, a, g); break;
-    default: attn_fwd_mma_launch<128>(out, lse, q, k, v, a, g); break;
-    }
+    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_mma_launch<decltype(dp)::value>(out, lse, q, k, v, a, g); });
 }
