@@ -103,10 +103,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const bool active = kw0 < T; /* warp-uniform */
     const int key[2] = {kw0 + gq, kw0 + gq + 8};
 
-    attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, k + row0 * g.k_stride + ho, g.k_stride, k0, T, g.d, g.vec);
-    attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, v + row0 * g.v_stride + ho, g.v_stride, k0, T, g.d, g.vec);
-    attn_load_bias(lbs, logbias ? logbias + bh * T : nullptr, k0, T);
-    __syncthreads();
+    attn_next_kv<DP, L::LDH>(Ks, Vs, lbs, k + row0 * g.k_stride + ho, v + row0 * g.v_stride + ho,
+                             logbias ? logbias + bh * T : nullptr, k0, g);
     tc_reg ka[NF][4], va[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk) {
@@ -124,11 +122,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
     for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
         const int q0 = qt * ATTN_BQ;
-        __syncthreads(); /* every warp is done with the previous Q, dO, LSE, D */
-        attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, qh, g.q_stride, q0, T, g.d, g.vec);
-        attn_load_tile<ATTN_BQ, DP, L::LDH>(dOs, gh, g.o_stride, q0, T, g.d, g.vec);
-        attn_load_rowstats(Ls, Ds, lse + bh * T, D + bh * T, q0, T);
-        __syncthreads();
+        attn_next_qdo<DP, L::LDH>(Qs, dOs, Ls, Ds, qh, gh, lse + bh * T, D + bh * T, q0, g);
         if (!active) continue;
         /* below the diagonal tile every i > j; only the last tile has rows past T */
         const bool mask = qt == kt || q0 + ATTN_BQ > T;
@@ -211,10 +205,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const bool active = qw0 < T; /* warp-uniform */
     const int row[2] = {qw0 + gq, qw0 + gq + 8};
 
-    attn_load_tile<ATTN_BQ, DP, L::LDH>(Qs, q + row0 * g.q_stride + ho, g.q_stride, q0, T, g.d, g.vec);
-    attn_load_tile<ATTN_BQ, DP, L::LDH>(dOs, dout + row0 * g.o_stride + ho, g.o_stride, q0, T, g.d, g.vec);
-    attn_load_rowstats(Ls, Ds, lse + bh * T, D + bh * T, q0, T);
-    __syncthreads();
+    attn_next_qdo<DP, L::LDH>(Qs, dOs, Ls, Ds, q + row0 * g.q_stride + ho, dout + row0 * g.o_stride + ho, lse + bh * T,
+                              D + bh * T, q0, g);
     tc_reg qa[NF][4], oa[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk) {
@@ -231,11 +223,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
         const int k0 = kt * ATTN_BK;
-        __syncthreads(); /* every warp is done with the previous K, V, bias */
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, kh, g.k_stride, k0, T, g.d, g.vec);
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, vh, g.v_stride, k0, T, g.d, g.vec);
-        attn_load_bias(lbs, lb, k0, T);
-        __syncthreads();
+        attn_next_kv<DP, L::LDH>(Ks, Vs, lbs, kh, vh, lb, k0, g);
         if (!active) continue;
 
 #pragma unroll 1

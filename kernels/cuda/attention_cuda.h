@@ -229,6 +229,32 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g);
 
+/* One step of a tile loop: every warp is done with the previous tiles
+ * (the first barrier), then the key tile k0's K, V and log-bias are loaded
+ * and published (the second).  kh, vh: the (b,h) slice's first rows. */
+template <int DP, int LD, int NT = ATTN_NT>
+static __device__ __forceinline__ void attn_next_kv(sg_bf16 *Ks, sg_bf16 *Vs, float *lbs, const float *kh,
+                                                    const float *vh, const float *lb, int k0, const AttnGeom &g) {
+    __syncthreads();
+    attn_load_tile<ATTN_BK, DP, LD, NT>(Ks, kh, g.k_stride, k0, g.T, g.d, g.vec);
+    attn_load_tile<ATTN_BK, DP, LD, NT>(Vs, vh, g.v_stride, k0, g.T, g.d, g.vec);
+    attn_load_bias(lbs, lb, k0, g.T);
+    __syncthreads();
+}
+/* The same for the query tile q0 of the dK/dV kernels: Q, dO and the rows'
+ * LSE and D.  qh, gh: the (b,h) slice's first rows of q and dO; lseh, Dh:
+ * its LSE and D. */
+template <int DP, int LD>
+static __device__ __forceinline__ void attn_next_qdo(sg_bf16 *Qs, sg_bf16 *dOs, float *Ls, float *Ds, const float *qh,
+                                                     const float *gh, const float *lseh, const float *Dh, int q0,
+                                                     const AttnGeom &g) {
+    __syncthreads();
+    attn_load_tile<ATTN_BQ, DP, LD>(Qs, qh, g.q_stride, q0, g.T, g.d, g.vec);
+    attn_load_tile<ATTN_BQ, DP, LD>(dOs, gh, g.o_stride, q0, g.T, g.d, g.vec);
+    attn_load_rowstats(Ls, Ds, lseh, Dh, q0, g.T);
+    __syncthreads();
+}
+
 /* Opt a kernel into more than 48 KiB of dynamic shared memory. */
 template <typename K>
 static inline void attn_smem_attr(K kernel, size_t bytes) {

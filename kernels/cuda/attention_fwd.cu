@@ -98,11 +98,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     for (int kt = 0; kt <= qt; ++kt) {
         const int k0 = kt * ATTN_BK;
-        __syncthreads(); /* every warp is done with the previous K, V and bias */
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Ks, kh, g.k_stride, k0, T, g.d, g.vec);
-        attn_load_tile<ATTN_BK, DP, L::LDH>(Vs, vh, g.v_stride, k0, T, g.d, g.vec);
-        attn_load_bias(lbs, lb, k0, T);
-        __syncthreads();
+        attn_next_kv<DP, L::LDH>(Ks, Vs, lbs, kh, vh, lb, k0, g);
         if (!active) continue;
 
         /* S_w = Q_w K^T, one 16-key strip at a time; strips wholly past the

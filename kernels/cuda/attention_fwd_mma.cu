@@ -105,13 +105,8 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
     const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
     for (int kt = 0; kt <= last_kt; ++kt) {
         const int k0 = kt * ATTN_BK;
-        __syncthreads(); /* every warp is done with the previous K, V and bias */
-        attn_load_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(Ks, k + row0 * g.k_stride + ho, g.k_stride, k0, T, g.d,
-                                                        g.vec);
-        attn_load_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(Vs, v + row0 * g.v_stride + ho, g.v_stride, k0, T, g.d,
-                                                        g.vec);
-        attn_load_bias(lbs, lb, k0, T);
-        __syncthreads();
+        attn_next_kv<DP, L::LDH, FWD_MMA_NT>(Ks, Vs, lbs, k + row0 * g.k_stride + ho, v + row0 * g.v_stride + ho, lb,
+                                             k0, g);
         /* a warp whose queries all precede the tile has nothing in it */
         if (!active || k0 > wlast) continue;
 
