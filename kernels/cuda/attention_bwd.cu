@@ -175,13 +175,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     typedef BwdLayout<DP> L;
     constexpr int NF = DP / 16;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
-    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
-    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
-    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
-    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
-    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
-    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
 
     const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T;
     const int k0 = kt * ATTN_BK;
@@ -299,13 +293,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     typedef BwdLayout<DP> L;
     constexpr int NF = DP / 16;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
-    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
-    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
-    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
-    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
-    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
-    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T;
     const int q0 = qt * ATTN_BQ;

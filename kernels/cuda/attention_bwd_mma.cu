@@ -86,13 +86,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
-    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
-    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
-    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
-    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
-    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
-    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
 
     const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
@@ -187,13 +181,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
-    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
-    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
-    sg_bf16 *dOs = reinterpret_cast<sg_bf16 *>(attn_smem + L::DO);
-    float *Ls = reinterpret_cast<float *>(attn_smem + L::LSE);
-    float *Ds = reinterpret_cast<float *>(attn_smem + L::DD);
-    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;

@@ -229,6 +229,21 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g);
 
+/* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
+ * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:
+ *   auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(smem); */
+struct AttnBwdTiles {
+    sg_bf16 *K, *V, *Q, *dO;
+    float *L, *D, *lb;
+};
+template <class L>
+static __device__ __forceinline__ AttnBwdTiles attn_bwd_tiles(unsigned char *smem) {
+    return {reinterpret_cast<sg_bf16 *>(smem + L::K),   reinterpret_cast<sg_bf16 *>(smem + L::V),
+            reinterpret_cast<sg_bf16 *>(smem + L::Q),   reinterpret_cast<sg_bf16 *>(smem + L::DO),
+            reinterpret_cast<float *>(smem + L::LSE),   reinterpret_cast<float *>(smem + L::DD),
+            reinterpret_cast<float *>(smem + L::LB)};
+}
+
 /* One step of a tile loop: every warp is done with the previous tiles
  * (the first barrier), then the key tile k0's K, V and log-bias are loaded
  * and published (the second).  kh, vh: the (b,h) slice's first rows. */
