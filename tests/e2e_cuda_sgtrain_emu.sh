@@ -11,6 +11,11 @@
 #   - one emulated GPU trains like the CPU build (every loss within 2%:
 #     bf16 matrix products against fp32, as on a real GPU, test-gpu), and
 #     analyses the CPU's checkpoint like it (test-gpu's step 5);
+#   - the matmuls' kept bf16 copies and their producers' twins
+#     (kernels/cuda/matmul.cu) change no bit: every arm's gradients, and the
+#     training runs' losses and parameters, with them off
+#     (SG_MATMUL_KEEP=0) are bitwise those with them on, and test_gpu_ops's
+#     twin cases pass with them off too;
 #   - 2 and 4 ranks on the NCCL path train the run one rank trains (1e-5:
 #     bf16 magnifies the order of the gradient sums), with
 #     the sum after the backward or in buckets during it on NCCL's own
@@ -142,11 +147,39 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
+# the kept copies and twins off: the same bits (the twins are the casts' values)
+for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+    name=${cfg%%:*} flags=${cfg#*:}
+    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
+        SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/nokeep-$name-$arm.st" \
+            >/dev/null 2>"$W/grads.log"
+        check 'cmp -s "$W/nokeep-$name-$arm.st" "$W/emu-$name-$arm-wmma.st"' \
+            "$name $arm: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+    done
+done
+echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
 check '[ $rc -eq 0 ] && grep -q "cuda (emulated" "$W/g1/result.json"' "one emulated GPU trains (exit $rc): $(tail -n 2 "$W/g1.log")"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
+SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
+check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&
+       [ "$(losses "$W/g1-nokeep"; vals "$W/g1-nokeep")" = "$(losses "$W/g1"; vals "$W/g1")" ]' \
+    "training with SG_MATMUL_KEEP=0: bitwise the losses and parameters with the twins (exit $rc; params_crc32 $(crc "$W/g1-nokeep") vs $(crc "$W/g1"))"
+echo "training, twins off and on: params_crc32 $(crc "$W/g1-nokeep") $(crc "$W/g1"), $(losses "$W/g1" | wc -l) losses"
+# the sink token's arm: its final LayerNorm's input gradient reaches the
+# residual gradient by a copy, so the twin of that buffer that the previous
+# micro-batch's last LayerNorm backward left is stale when the first
+# projection backward reads it (a guard that never invalidated gave other
+# parameters here)
+ST="train --tier test --arm sinktoken --micro_batch 1 --grad_accum 2 --iters 2 --warmup 1 --val_every 0 --ckpt_every 0
+    --data $W/d"
+timeout 300 "$EMU" $ST --out "$W/st-keep" >/dev/null 2>&1
+SG_MATMUL_KEEP=0 timeout 300 "$EMU" $ST --out "$W/st-nokeep" >/dev/null 2>&1
+check '[ -n "$(crc "$W/st-keep")" ] && [ "$(crc "$W/st-keep")" = "$(crc "$W/st-nokeep")" ] &&
+       [ "$(losses "$W/st-keep")" = "$(losses "$W/st-nokeep")" ]' \
+    "sinktoken training with SG_MATMUL_KEEP=0: bitwise the parameters with the twins ($(crc "$W/st-nokeep") vs $(crc "$W/st-keep"))"
 # the analyses (injection battery, probes, exposure) of the CPU's checkpoint on both builds
 AN="--batches 1 --batch-size 2 --quiet"
 "$B/sgtrain" analyze "$W/cpu" --out "$W/an-cpu" $AN >/dev/null 2>&1
@@ -205,5 +238,10 @@ line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/test_gpu_ops.l
 check '[ "$(cat "$W/test_gpu_ops.rc" 2>/dev/null)" = 0 ] && [[ "$line" == *" 0 failed" ]]' \
     "test_gpu_ops, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/test_gpu_ops.log" 2>/dev/null; tail -n 3 "$W/test_gpu_ops.log" 2>/dev/null)"
 echo "${line:-test_gpu_ops: no summary}"
+SG_MATMUL_KEEP=0 "$W/test_gpu_ops" twins >"$W/test_gpu_ops-nokeep.log" 2>&1
+line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/test_gpu_ops-nokeep.log" 2>/dev/null)
+check '[[ "$line" == *" 0 failed" ]]' \
+    "test_gpu_ops twins with SG_MATMUL_KEEP=0, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/test_gpu_ops-nokeep.log" 2>/dev/null)"
+echo "SG_MATMUL_KEEP=0 ${line:-test_gpu_ops: no summary}"
 echo "ran in $((SECONDS - t0)) s"
 finish

@@ -46,6 +46,31 @@ void *sg_scratch(int slot, size_t bytes);
 /* The matmuls forget the bf16 copies they keep for the backward (matmul.cu):
  * called when any op buffer is freed. */
 void sg_matmul_forget(void);
+
+/* Issue order, for the bf16 twins below: a count that every sg_stream(),
+ * sg_cublas() and sg_cublaslt() call moves on.  Whatever writes device
+ * memory issues it on the op stream through one of these (a kernel launch,
+ * an async copy or memset, a library call, op_upload, op_copy, op_zero),
+ * so while the count stands still nothing can have been written.  Paths
+ * that only wait or read back (op_sync, op_download) leave it alone. */
+unsigned long sg_stream_seq(void);
+
+/* Producer-written bf16 twins (matmul.cu).  An op whose fp32 output a
+ * matmul reads next (LayerNorm, GELU, the gradients of both) also writes
+ * each output element's bf16 value, __float2bfloat16 of the very float it
+ * stores (the matmul's own cast), into a buffer from the matmul's table of
+ * kept copies, so the matmul need not read the fp32 tensor again.
+ *   t = sg_twin_begin(out, n);   NULL: no twin (SG_MATMUL_KEEP=0, no memory)
+ *   ...launch the kernels, the one that writes out[0, n) also writing t...
+ *   if (t) sg_twin_written(out, n);   after the op's last launch
+ * Every element of out[0, n) must be written, to both.  The matmul takes
+ * the twin only while sg_stream_seq() has not moved since
+ * sg_twin_written, else it casts out as before. */
+__nv_bfloat16 *sg_twin_begin(const float *out, long n);
+void sg_twin_written(const float *out, long n);
+/* How many operand casts the matmuls have skipped, for a twin or a kept
+ * copy (tests). */
+long sg_matmul_casts_skipped(void);
 #ifdef __cplusplus
 }
 #endif
@@ -53,5 +78,10 @@ void sg_matmul_forget(void);
 enum { SCRATCH_BF16_A, SCRATCH_BF16_B, SCRATCH_LT_WORKSPACE, SCRATCH_REDUCE, SCRATCH_CLASSIFIER, SCRATCH_MISC, SCRATCH_SLOTS };
 
 static inline unsigned sg_blocks(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* The bf16 a matmul reads for the fp32 value v (round to nearest even):
+ * matmul.cu's cast and every twin store go through this one conversion,
+ * which is what makes a twin bitwise the cast it replaces. */
+__device__ __forceinline__ __nv_bfloat16 sg_cast_bf16(float v) { return __float2bfloat16(v); }
 
 #endif

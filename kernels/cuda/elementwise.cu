@@ -1,5 +1,7 @@
 /* Pointwise ops: GELU (exact erf form), the residual add, AdamW, and the
- * sum of squares behind the gradient-norm clip. */
+ * sum of squares behind the gradient-norm clip.  GELU's output is fc_proj's
+ * x and its input gradient fc's dout, so both kernels also write the bf16
+ * twin t of what they store (cuda_common.h, sg_twin_begin; NULL: none). */
 #include <math.h>
 
 #include "cuda_common.h"
@@ -8,20 +10,24 @@ enum { THREADS = 256 };
 
 /* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),
  * gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x phi(x),  phi = exp(-x^2/2) / sqrt(2 pi) */
-__global__ void gelu_fwd_k(float *out, const float *inp, long n) {
+__global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const float *inp, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+        float y = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+        out[i] = y;
+        if (t) t[i] = sg_cast_bf16(y);
     }
 }
-__global__ void gelu_bwd_k(float *dinp, const float *inp, const float *dout, long n) {
+__global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const float *inp, const float *dout, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float x = inp[i];
         float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
         float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-        dinp[i] = dout[i] * (cdf + x * pdf);
+        float dx = dout[i] * (cdf + x * pdf);
+        dinp[i] = dx;
+        if (t) t[i] = sg_cast_bf16(dx);
     }
 }
 __global__ void add_k(float *out, const float *a, const float *b, long n) {
@@ -31,13 +37,17 @@ __global__ void add_k(float *out, const float *a, const float *b, long n) {
 
 extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
     if (n <= 0) return;
-    gelu_fwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(out, inp, n);
+    __nv_bfloat16 *t = sg_twin_begin(out, n);
+    gelu_fwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(out, t, inp, n);
     CUDA_LAUNCHED();
+    if (t) sg_twin_written(out, n);
 }
 extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
     if (n <= 0) return;
-    gelu_bwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(dinp, inp, dout, n);
+    __nv_bfloat16 *t = sg_twin_begin(dinp, n);
+    gelu_bwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(dinp, t, inp, dout, n);
     CUDA_LAUNCHED();
+    if (t) sg_twin_written(dinp, n);
 }
 extern "C" void op_add(real *out, const real *a, const real *b, long n) {
     if (n <= 0) return;

@@ -11,7 +11,7 @@
  * the algorithm is chosen once per shape and cached, so every step uses
  * the same one.
  *
- * The forward keeps its bf16 copy of x for the backward's dW product
+ * Kept copies.  The forward keeps its bf16 copy of x for the backward's dW
  * (ops.h: op_matmul_bwd reads the inp its forward read).  The model's
  * matmul inputs (the LayerNorm outputs, the attention output, the GELU
  * output) are written once per forward and read again only by the
@@ -19,7 +19,37 @@
  * tier that is 7 N C bf16 elements per layer not re-read as fp32 and
  * re-written.  A copy is found by the input's address and element count;
  * op_free forgets every copy (an address may come back for another
- * buffer), and SG_MATMUL_KEEP=0 turns the reuse off. */
+ * buffer).
+ *
+ * Twins.  The ops that produce a matmul's operand write its bf16 copy
+ * themselves, in the kernel that writes the fp32 value (cuda_common.h,
+ * sg_twin_begin): the forward's LayerNorms and GELU (x of qkv, fc and
+ * fc_proj), and in the backward GELU's dinp (dout of fc) and LayerNorm's
+ * accumulated dinp, the residual gradient (dout of fc_proj and attn_proj).
+ * A twin lives in this table's slot for its tensor, so the forward that
+ * takes it keeps it for the dW as if it had cast it.  The matmul then
+ * skips its cast (a read of 4 bytes and a write of 2 per element) for the
+ * producer's extra 2-byte write.
+ *
+ * Why a twin is only taken fresh.  The twin is the fp32 tensor's value at
+ * its producer's launch; anything issued after may have rewritten the
+ * tensor (op_upload, op_copy, an accumulating op, another kernel), and the
+ * table is keyed by address only.  So the producer stamps the twin with
+ * sg_stream_seq() after its last launch, and a matmul takes it only while
+ * that count has not moved: nothing at all was issued between the two ops
+ * (runtime.cu counts every hand-out of the stream and of the library
+ * handles, and nothing writes device memory any other way: the host never
+ * maps it, and NCCL's sums, which write only parameter gradients, are
+ * issued through sg_stream() too, their side stream included).  In the
+ * model every twin is read by the op right after its producer (src/model.c);
+ * anything else between costs a cast, never a result.  The test is made
+ * before the matmul issues anything itself.  A twin that no forward took
+ * serves the dW only under the same test: ops.h's reuse applies to what a
+ * forward read.  Taken or cast, the bf16 values are the same bits
+ * (sg_cast_bf16), so twins change no result.
+ *
+ * SG_MATMUL_KEEP=0 turns kept copies and twins off (every operand cast on
+ * every call). */
 #include <string.h>
 
 #include "cuda_common.h"
@@ -29,7 +59,7 @@ static const size_t WORKSPACE = 32u << 20;
 
 __global__ void to_bf16_k(__nv_bfloat16 *dst, const float *src, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = __float2bfloat16(src[i]);
+    if (i < n) dst[i] = sg_cast_bf16(src[i]);
 }
 
 static void cast_into(__nv_bfloat16 *dst, const float *src, long n) {
@@ -43,18 +73,23 @@ static __nv_bfloat16 *as_bf16(int slot, const float *src, long n) {
     return dst;
 }
 
-/* The forward's copies, least recently used first out. */
+/* The forward's copies and the producers' twins, least recently used
+ * first out. */
 typedef struct {
     const float *src; /* NULL: free slot (its buffer may be kept for reuse) */
     long n;
     __nv_bfloat16 *copy;
     size_t cap; /* elements */
     unsigned long used;
+    int read;          /* a forward read copy: the backward's dW may reuse it (ops.h) */
+    unsigned long seq; /* a twin: sg_stream_seq() after its producer; 0 none (the count
+                        * moves before any launch, so a producer's stamp is not 0) */
 } Kept;
 
 static Kept g_kept[KEPT];
 static unsigned long g_kept_clock;
 static int g_keep = -1; /* SG_MATMUL_KEEP, read once */
+static long g_skipped; /* casts skipped: sg_matmul_casts_skipped */
 
 static int keep_on(void) {
     if (g_keep < 0) {
@@ -68,14 +103,18 @@ extern "C" void sg_matmul_forget(void) {
     for (int i = 0; i < KEPT; i++) g_kept[i].src = NULL;
 }
 
+extern "C" long sg_matmul_casts_skipped(void) { return g_skipped; }
+
 static Kept *kept_find(const float *src, long n) {
     for (int i = 0; i < KEPT; i++)
         if (g_kept[i].src == src && g_kept[i].n == n) return &g_kept[i];
     return NULL;
 }
 
-/* The forward's bf16 copy of x[0, n), kept for the backward. */
-static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
+/* The slot for x[0, n), claimed (the least recently used) if there is none,
+ * with room for n elements; its contents are the caller's to write.  NULL
+ * when out of memory. */
+static Kept *kept_slot(const float *src, long n) {
     Kept *k = kept_find(src, n);
     if (!k) {
         k = &g_kept[0];
@@ -97,8 +136,43 @@ static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
         k->src = src, k->n = n;
     }
     k->used = ++g_kept_clock;
-    cast_into(k->copy, src, n);
+    k->read = 0, k->seq = 0; /* about to be rewritten: neither kept nor a twin until then */
+    return k;
+}
+
+/* The slot of x[0, n) if it holds a twin that nothing issued since its
+ * producer can have made stale (the comment at the top).  Called before
+ * the matmul issues anything. */
+static Kept *twin_fresh(const float *src, long n) {
+    Kept *k = kept_find(src, n);
+    return k && k->seq && k->seq == sg_stream_seq() ? k : NULL;
+}
+
+/* The forward's bf16 copy of x[0, n), kept for the backward: the
+ * producer's twin when fresh, else cast here. */
+static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
+    Kept *k = twin_fresh(src, n);
+    if (k) {
+        g_skipped++;
+        k->used = ++g_kept_clock;
+    } else {
+        k = kept_slot(src, n);
+        if (!k) return NULL;
+        cast_into(k->copy, src, n);
+    }
+    k->read = 1;
     return k->copy;
+}
+
+extern "C" __nv_bfloat16 *sg_twin_begin(const float *out, long n) {
+    if (!keep_on() || n <= 0) return NULL;
+    Kept *k = kept_slot(out, n);
+    return k ? k->copy : NULL;
+}
+
+extern "C" void sg_twin_written(const float *out, long n) {
+    Kept *k = kept_find(out, n);
+    if (k) k->seq = sg_stream_seq();
 }
 
 typedef struct {
@@ -180,13 +254,20 @@ extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, 
 
 extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp, const real *w, int M, int K,
                               int N) {
-    const __nv_bfloat16 *dy = as_bf16(SCRATCH_BF16_A, dout, (long)M * N);
+    /* both lookups before anything is issued: the first launch moves the count */
+    const Kept *t = keep_on() ? twin_fresh(dout, (long)M * N) : NULL;
+    const Kept *k = NULL;
+    if (dw && keep_on()) {
+        k = kept_find(inp, (long)M * K);
+        if (k && !k->read && !twin_fresh(inp, (long)M * K)) k = NULL; /* an untaken twin, stale */
+    }
+    g_skipped += (t != NULL) + (k != NULL);
+    const __nv_bfloat16 *dy = t ? t->copy : as_bf16(SCRATCH_BF16_A, dout, (long)M * N);
     if (dinp) {
         const __nv_bfloat16 *wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
         gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0);
     }
     if (dw) {
-        const Kept *k = keep_on() ? kept_find(inp, (long)M * K) : NULL;
         const __nv_bfloat16 *x = k ? k->copy : as_bf16(SCRATCH_BF16_B, inp, (long)M * K);
         gemm(dw, x, dy, K, N, M, 0, 1, K, N, K, 1);
     }

@@ -29,7 +29,8 @@ static void find_device(void) {
     }
 }
 
-extern "C" cudaStream_t sg_stream(void) {
+/* The stream, without counting: for the paths that only wait or read back. */
+static cudaStream_t stream(void) {
     if (!g_stream) {
         find_device();
         CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
@@ -37,11 +38,24 @@ extern "C" cudaStream_t sg_stream(void) {
     return g_stream;
 }
 
+/* Issue order (cuda_common.h, sg_stream_seq): every call that hands out the
+ * op stream or a handle bound to it counts one, so a write issued after a
+ * twin's producer cannot go unseen.  Over-counting (a caller that then only
+ * reads) costs a twin, never a wrong result. */
+static unsigned long g_seq;
+extern "C" unsigned long sg_stream_seq(void) { return g_seq; }
+
+extern "C" cudaStream_t sg_stream(void) {
+    g_seq++;
+    return stream();
+}
+
 /* Plain cuBLAS for the fp32 and mixed GEMMs cuBLASLt is not used for (the
  * classifier, the explicit attention); default math mode, so fp32 products
  * never drop to TF32. */
 static cublasHandle_t g_blas;
 extern "C" cublasHandle_t sg_cublas(void) {
+    g_seq++; /* its calls run on the op stream without naming it */
     if (!g_blas) {
         CUBLAS_CHECK(cublasCreate(&g_blas));
         CUBLAS_CHECK(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH));
@@ -51,6 +65,7 @@ extern "C" cublasHandle_t sg_cublas(void) {
 }
 
 extern "C" cublasLtHandle_t sg_cublaslt(void) {
+    g_seq++;
     if (!g_lt) CUBLAS_CHECK(cublasLtCreate(&g_lt));
     return g_lt;
 }
@@ -94,10 +109,11 @@ extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* the host may reuse its buffer at once */
 }
 
+/* writes host memory only: not counted (sg_stream_seq) */
 extern "C" void op_download(void *host, const void *dev, size_t bytes) {
     if (!bytes) return;
-    CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, sg_stream()));
-    CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
@@ -110,7 +126,9 @@ extern "C" void op_zero(void *p, size_t bytes) {
 }
 
 extern "C" int op_host_memory(void) { return 0; }
-extern "C" void op_sync(void) { CUDA_CHECK(cudaStreamSynchronize(sg_stream())); }
+/* a wait, not counted: profiling (src/profile.h) brackets every op with it,
+ * and must not cost the twins their use */
+extern "C" void op_sync(void) { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
 extern "C" const char *op_backend(void) {
     if (!g_name[0]) {

@@ -9,9 +9,14 @@
 
 #include "cuda_common.h"
 
+/* runtime.cu's op_alloc, op_zero, op_upload and op_copy are issued on the
+ * op stream, so they move the count the bf16 twins are checked with
+ * (cuda_common.h, sg_stream_seq); here the two that write with memset call
+ * sg_stream() for it.  op_download reads and does not count, as there. */
 extern "C" void *op_alloc(size_t bytes) {
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    sg_stream();
     memset(p, 0, bytes ? bytes : 1);
     return p;
 }
@@ -24,13 +29,15 @@ extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
 }
 extern "C" void op_download(void *host, const void *dev, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, sg_stream()));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, nullptr)); /* the op stream */
 }
 extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
 }
 extern "C" void op_zero(void *p, size_t bytes) {
-    if (bytes) memset(p, 0, bytes);
+    if (!bytes) return;
+    sg_stream();
+    memset(p, 0, bytes);
 }
 extern "C" int op_host_memory(void) { return 0; }
 extern "C" void op_sync(void) {}

@@ -205,14 +205,25 @@ void sg_cuda_fail(const char *file, int line, const char *call, const char *why)
     fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, why);
     exit(1);
 }
-cudaStream_t sg_stream(void) { return nullptr; }
+/* Issue order for the bf16 twins (cuda_common.h, sg_stream_seq), counted
+ * as runtime.cu counts it: every hand-out of the stream or of a handle.
+ * (emu_memory.cpp counts op_zero and op_alloc, which write without the
+ * stream here, and not op_download, as runtime.cu.) */
+static unsigned long g_seq;
+unsigned long sg_stream_seq(void) { return g_seq; }
+cudaStream_t sg_stream(void) {
+    g_seq++;
+    return nullptr;
+}
 /* handles that are not NULL (the emulated calls refuse NULL, as cuBLAS) */
 cublasLtHandle_t sg_cublaslt(void) {
     static emu_cublaslt h;
+    g_seq++;
     return &h;
 }
 cublasHandle_t sg_cublas(void) {
     static emu_cublas h;
+    g_seq++;
     return &h;
 }
 /* Poisoned with NaN on every call, and a new buffer each time: a kernel
