@@ -14,32 +14,66 @@
  * 1 - g is sigmoid(-z) of the recomputed z, not 1 - (saved g), so it keeps
  * its relative accuracy when the gate is nearly open.
  *
- * All gate math is fp32 (the paper runs it outside autocast).  One warp owns
- * one read: lane e takes elements e, e+32, ...; the dot products are reduced
- * with an xor butterfly, which gives every lane the same bits (float
- * addition is commutative), so every lane computes the same z, g and dz.
+ * All gate math is fp32 (the paper runs it outside autocast).  The ops move
+ * a few bytes per flop (forward: read v, write vg; backward: read v and dvg,
+ * write dv), so they are written to run at memory bandwidth.
+ *
+ * Vector path (d % 4 == 0, row strides % 4 == 0, 16-byte-aligned tensors,
+ * d <= 512).  A read is handled by a group of L lanes, L the power of two
+ * >= d/4 capped at 32, each lane holding NV = ceil(d / 4L) float4 of it
+ * (element 4j..4j+3 in lane j % L); a warp runs G = 32/L reads side by side
+ * (d = 64: 16 lanes, two reads).  A lane's share of a dot product is summed
+ * over its float4 in a fixed order, and the group adds the shares with an
+ * xor butterfly over offsets L/2, ..., 1: lanes i and i^o add the same two
+ * floats, and float addition is commutative, so every lane of the group
+ * ends with the same bits, hence the same z, g and dz, with no broadcast.
+ * Each lane issues the loads of several reads before the first shuffle
+ * (GATE_FWD_ILP, GATE_BWD_ILP), so the latency of one read's butterfly hides
+ * behind the others' loads.
+ *
+ * Scalar path (any other shape): one warp per read, lane e takes elements
+ * e, e+32, ..., the same butterfly over 32 lanes.
  *
  * Determinism of the parameter gradients (no float atomics).  The backward
- * grid is (row tiles of GATE_ROWS rows of (b,t)) x (heads).  Inside a block,
- * warp w takes rows w, w+8, ... of its tile in order and accumulates its
- * lanes' terms in double in its own shared-memory row; the block then adds
- * its 8 warp rows in warp order and writes one partial per (tile, h) to
- * scratch.  A second kernel adds the partials of each (h, k) over the tiles
- * (lane l takes tiles l, l+32, ... in order, then a fixed butterfly) and adds
- * the result into dtau / db / dw.  The layout depends only on (B, T, H, d),
- * never on the device or timing. */
+ * grid is (row tiles) x (heads), so a block works on one head and a lane's
+ * share of dw_h stays its own across the tile.  Vector path: a tile holds
+ * GATE_WARPS G GATE_RPG rows; group q of warp w (gq = w G + q) takes rows
+ * gq, gq + 8G, ... of it (GATE_RPG of them), and each lane adds dz v over
+ * its rows in that order in registers.  The lanes' sums then meet in a
+ * fixed order: an xor butterfly over the G groups of a warp (in double), the
+ * 8 warps' sums added in warp order through shared memory, one partial per
+ * (tile, h).  Scalar path: tiles of GATE_ROWS rows, warp w takes rows w,
+ * w+8, ... and adds its terms in double in its own shared-memory row; the
+ * block adds its 8 rows in warp order.  A second kernel adds each (h, k)'s
+ * partials over the tiles (warp w takes tiles w, w+8, ... in order, then
+ * warp 0 adds the 8 sums in order) into dtau / db / dw.  Every order
+ * depends only on (B, T, H, d) and the path, which depends only on the
+ * shapes and the alignment of the pointers, never on the device or timing. */
 extern "C" {
 #include "ops.h"
 }
+#include <limits.h>
+#include <stdint.h>
+
+#include <type_traits>
+
 #include "cuda_common.h"
 
-#define GATE_WARPS 8   /* warps per block */
-/* (b,t) rows per backward block: fixes the partial-sum layout.  32 rows
- * give each warp 4 reads in turn and the grid B T / 32 x H blocks (3,072 at
- * the 124M tier): with 128 the warps walked 16 reads each over a quarter
- * as many blocks (the gates of a 124M combo2 step on an H200: 1.63 ms with
- * 128, 1.48 with 32). */
+#define GATE_WARPS 8 /* warps per block */
+/* Scalar path: (b,t) rows per backward block (fixes its partial-sum layout). */
 #define GATE_ROWS 32
+/* Vector path: reads per group per backward tile, so a tile is
+ * GATE_WARPS * G * GATE_RPG rows (d = 64: 64 rows, 128 tiles at B T = 8192).
+ * A lane adds GATE_RPG terms per dw element in fp32 before anything is
+ * added in double (see gate_bwd_vec_kernel). */
+#define GATE_RPG 4
+#define GATE_MAX_NV 4 /* float4 per lane: the vector path takes d <= 4 * 32 * 4 */
+/* Reads a lane has in flight at once: 64 bytes of v per lane forward, and
+ * 2 x 32 bytes (v and dvg, or v and dv) backward, enough outstanding loads
+ * per SM to cover the memory latency at half occupancy, with no spills at
+ * NV = 4.  GATE_RPG must be a multiple of GATE_BWD_ILP. */
+#define GATE_FWD_ILP(NV) ((NV) >= 4 ? 1 : 4 / (NV))
+#define GATE_BWD_ILP(NV) ((NV) >= 2 ? 1 : 2)
 
 __device__ __forceinline__ float gate_sigmoid(float z) {
     if (z >= 0.f) return 1.f / (1.f + expf(-z));
@@ -52,11 +86,278 @@ __device__ __forceinline__ float gate_log_sigmoid(float z) {
     return (z < 0.f ? z : 0.f) - log1pf(expf(-fabsf(z)));
 }
 
+/* z from the read's reduced dot product s (||v||^2 or w.v); *nrm = ||v||
+ * (norm gate).  Forward and backward share it, so the backward recomputes
+ * the forward's z bit for bit where their reductions agree. */
+__device__ __forceinline__ float gate_z(float s, int norm, float beta, float tau_or_b, int d, float *nrm) {
+    if (!norm) {
+        *nrm = 0.f;
+        return s + tau_or_b;
+    }
+    *nrm = sqrtf(s);
+    return beta * (*nrm / sqrtf((float)d) - tau_or_b);
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
 }
+
+/* ---- vector path -------------------------------------------------------- */
+
+__device__ __forceinline__ float4 gate_ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+/* A float4 store through a float4 pointer came out of nvcc 13 as four
+ * 4-byte stores in the backward; __stwb is one 16-byte st.global.wb (the
+ * default write-back policy). */
+__device__ __forceinline__ void gate_st4(float *p, float4 x) { __stwb(reinterpret_cast<float4 *>(p), x); }
+__device__ __forceinline__ float gate_dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+/* s[u] = the sum of s[u] over the L lanes of each group (lane bits below
+ * log2 L); every lane of a group gets the same bits.  The U sums are
+ * independent, interleaved so their shuffles overlap. */
+template <int L, int U>
+__device__ __forceinline__ void group_sums(float (&s)[U]) {
+#pragma unroll
+    for (int o = L / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int u = 0; u < U; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+}
+
+/* Forward: warp w takes the GATE_FWD_ILP(NV) G reads r = (w U + u) G + q
+ * (u < U, q its group), all loaded before the first shuffle.  Adjacent
+ * groups take adjacent heads, so a warp's loads of one u are G d
+ * contiguous floats while its G heads stay in one row. */
+template <int L, int NV>
+__global__ void __launch_bounds__(GATE_WARPS * 32)
+    gate_fwd_vec_kernel(float *__restrict__ g, float *__restrict__ vg, float *__restrict__ logbias,
+                        const float *__restrict__ v, long v_stride, GateParams p, long nreads, int T, int H, int d) {
+    constexpr int G = 32 / L, U = GATE_FWD_ILP(NV);
+    const int lane = threadIdx.x % 32, q = lane / L, c = lane % L, n4 = d / 4;
+    const int gated = p.kind != GATE_NONE, norm = p.kind == GATE_NORM, proj = p.kind == GATE_PROJ;
+    const long r0 = ((long)blockIdx.x * GATE_WARPS + threadIdx.x / 32) * U * G + q;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+
+    float4 x[U][NV], wv[U][NV];
+    float tb[U];
+    bool ok[U];
+    unsigned bt[U], h[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const long r = r0 + (long)u * G;
+        ok[u] = r < nreads;
+        const unsigned ru = ok[u] ? (unsigned)r : 0u; /* nreads <= INT_MAX */
+        bt[u] = ru / (unsigned)H;
+        h[u] = ru - bt[u] * (unsigned)H;
+        const float *vr = v + (long)bt[u] * v_stride + (long)h[u] * d;
+        const float *wr = proj ? p.w + (long)h[u] * d : NULL;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = c + k * L;
+            const bool in = ok[u] && j < n4;
+            x[u][k] = in ? gate_ld4(vr + 4 * j) : zero;
+            wv[u][k] = in && proj ? gate_ld4(wr + 4 * j) : zero;
+        }
+        tb[u] = norm ? p.tau[h[u]] : proj ? p.b[h[u]] : 0.f;
+    }
+    float s[U];
+    if (gated) { /* warp-uniform: the whole warp reaches the shuffles */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            s[u] = 0.f;
+#pragma unroll
+            for (int k = 0; k < NV; k++) s[u] += gate_dot4(norm ? x[u][k] : wv[u][k], x[u][k]);
+        }
+        group_sums<L>(s);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (!ok[u]) continue;
+        float gv = 1.f, lg = 0.f; /* GATE_NONE: g = 1, log g = 0 */
+        if (gated) {
+            float nrm;
+            const float z = gate_z(s[u], norm, p.beta, tb[u], d, &nrm);
+            gv = gate_sigmoid(z);
+            if (p.slot == SLOT_ROUTING) lg = gate_log_sigmoid(z);
+        }
+        const unsigned b = bt[u] / (unsigned)T, t = bt[u] - b * (unsigned)T;
+        const long gi = ((long)b * H + h[u]) * T + t;
+        if (c == 0) {
+            g[gi] = gv;
+            if (p.slot == SLOT_ROUTING) logbias[gi] = lg;
+        }
+        if (p.slot == SLOT_VALUE) {
+            float *o = vg + ((long)bt[u] * H + h[u]) * d;
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int j = c + k * L;
+                const float4 e = x[u][k];
+                if (j < n4) gate_st4(o + 4 * j, make_float4(gv * e.x, gv * e.y, gv * e.z, gv * e.w));
+            }
+        }
+    }
+}
+
+/* Backward for one (tile, h) block; part as gate_bwd_kernel's.
+ *
+ * A lane's dw terms dz v (and its dz, the same in every lane of its group)
+ * are added in fp32 registers over the GATE_RPG reads of its group, in
+ * read order, then carried in double through the block's fixed-order
+ * combine and the partials' sum.  GATE_RPG fp32 additions of fp32 products
+ * carry a relative error of at most ~GATE_RPG 2^-24 of the sum of the
+ * terms' magnitudes, below the rounding of dz itself, and the sums over
+ * thousands of rows, where fp32 would lose digits, are all in double.
+ * fp32 keeps the per-read work at one FMA per element: double there would
+ * cost a conversion and a DFMA per element, which on sm_120 (fp64 at 1/64
+ * of the fp32 rate) comes to about a third of the op's memory time. */
+template <int L, int NV>
+__global__ void __launch_bounds__(GATE_WARPS * 32)
+    gate_bwd_vec_kernel(float *__restrict__ dv, long dv_stride, const float *__restrict__ dvg,
+                        const float *__restrict__ dlogbias, const float *__restrict__ v, long v_stride,
+                        const float *__restrict__ g, GateParams p, long BT, int T, int H, int d, int np,
+                        double *__restrict__ part) {
+    extern __shared__ double wsum_sh[]; /* [GATE_WARPS][np] */
+    constexpr int G = 32 / L, U = GATE_BWD_ILP(NV), STEP = GATE_WARPS * G;
+    const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane / L, c = lane % L;
+    const int n4 = d / 4, route = p.slot == SLOT_ROUTING, norm = p.kind == GATE_NORM;
+    const long HD = (long)H * d;
+    const float rsd = 1.f / sqrtf((float)d), tau_or_b = norm ? p.tau[h] : p.b[h];
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+
+    float4 w[NV], acc[NV]; /* w_h (projection), this lane's dw terms */
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = c + k * L;
+        w[k] = !norm && j < n4 ? gate_ld4(p.w + (long)h * d + 4 * j) : zero;
+        acc[k] = zero;
+    }
+    float acc0 = 0.f; /* sum of dz */
+    const long r0 = (long)blockIdx.x * STEP * GATE_RPG + warp * G + q;
+#pragma unroll
+    for (int i0 = 0; i0 < GATE_RPG; i0 += U) {
+        /* every load of the U reads first: v, dvg (value) or dv (routing),
+         * g and dlogbias do not wait for any reduction */
+        float4 x[U][NV], y[U][NV];
+        float gv[U], dl[U];
+        bool ok[U];
+        long row[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long bt = r0 + (long)(i0 + u) * STEP;
+            ok[u] = bt < BT;
+            row[u] = ok[u] ? bt : 0;
+            const unsigned b = (unsigned)row[u] / (unsigned)T, t = (unsigned)row[u] - b * (unsigned)T;
+            const long gi = ((long)b * H + h) * T + t;
+            const float *vr = v + row[u] * v_stride + (long)h * d;
+            const float *yr = route ? dv + row[u] * dv_stride + (long)h * d : dvg + row[u] * HD + (long)h * d;
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int j = c + k * L;
+                const bool in = ok[u] && j < n4;
+                x[u][k] = in ? gate_ld4(vr + 4 * j) : zero;
+                y[u][k] = in ? gate_ld4(yr + 4 * j) : zero;
+            }
+            /* a row past the end gets g = dlogbias = 0, hence dz = 0 */
+            gv[u] = ok[u] ? g[gi] : 0.f;
+            dl[u] = ok[u] && route ? dlogbias[gi] : 0.f;
+        }
+        float s[U], a[U]; /* ||v||^2 or w.v;  dvg.v */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            s[u] = a[u] = 0.f;
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                s[u] += gate_dot4(norm ? x[u][k] : w[k], x[u][k]);
+                a[u] += gate_dot4(y[u][k], x[u][k]);
+            }
+        }
+        group_sums<L>(s);
+        if (!route) group_sums<L>(a);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float nrm;
+            const float z = gate_z(s[u], norm, p.beta, tau_or_b, d, &nrm);
+            const float omg = gate_sigmoid(-z); /* 1 - g */
+            const float dz = route ? dl[u] * omg : a[u] * gv[u] * omg;
+            /* dv: the direct term (value slot) or what is there (routing
+             * slot), plus dz dz/dv = f (v or w_h) */
+            const float f = norm ? (nrm > 0.f ? dz * p.beta * rsd / nrm : 0.f) : dz;
+            float *dr = dv + row[u] * dv_stride + (long)h * d;
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int j = c + k * L;
+                const float4 dir = norm ? x[u][k] : w[k], yk = y[u][k];
+                const float gy = route ? 1.f : gv[u];
+                if (ok[u] && j < n4)
+                    gate_st4(dr + 4 * j, make_float4(gy * yk.x + f * dir.x, gy * yk.y + f * dir.y,
+                                                     gy * yk.z + f * dir.z, gy * yk.w + f * dir.w));
+                if (!norm) {
+                    acc[k].x = fmaf(dz, x[u][k].x, acc[k].x);
+                    acc[k].y = fmaf(dz, x[u][k].y, acc[k].y);
+                    acc[k].z = fmaf(dz, x[u][k].z, acc[k].z);
+                    acc[k].w = fmaf(dz, x[u][k].w, acc[k].w);
+                }
+            }
+            acc0 += dz;
+        }
+    }
+
+    /* the G groups of the warp: an xor butterfly over the group bits of the
+     * lane, in double; lane c of every group then holds the warp's sums */
+    double s0 = acc0, sw[NV][4];
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        sw[k][0] = acc[k].x, sw[k][1] = acc[k].y, sw[k][2] = acc[k].z, sw[k][3] = acc[k].w;
+#pragma unroll
+    for (int o = L; o < 32; o <<= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        if (!norm)
+#pragma unroll
+            for (int k = 0; k < NV; k++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) sw[k][e] += __shfl_xor_sync(0xffffffffu, sw[k][e], o);
+    }
+    double *mine = wsum_sh + warp * np;
+    if (q == 0) {
+        if (c == 0) mine[0] = norm ? -(double)p.beta * s0 : s0;
+        if (!norm)
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int j = c + k * L;
+                if (j < n4)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) mine[1 + 4 * j + e] = sw[k][e];
+            }
+    }
+    __syncthreads();
+    double *out = part + ((long)blockIdx.x * H + h) * np;
+    for (int k = threadIdx.x; k < np; k += blockDim.x) {
+        double t = 0.0;
+        for (int wi = 0; wi < GATE_WARPS; wi++) t += wsum_sh[wi * np + k];
+        out[k] = t;
+    }
+}
+
+/* The vector kernels' instances: L lanes per read and NV float4 per lane
+ * for n4 = d/4 float4 per read (n4 <= 32 GATE_MAX_NV). */
+template <class F>
+static void gate_by_width(int n4, F &&f) {
+    using C1 = std::integral_constant<int, 1>;
+    using C2 = std::integral_constant<int, 2>;
+    using C32 = std::integral_constant<int, 32>;
+    if (n4 <= 1) f(C1(), C1());
+    else if (n4 <= 2) f(C2(), C1());
+    else if (n4 <= 4) f(std::integral_constant<int, 4>(), C1());
+    else if (n4 <= 8) f(std::integral_constant<int, 8>(), C1());
+    else if (n4 <= 16) f(std::integral_constant<int, 16>(), C1());
+    else if (n4 <= 32) f(C32(), C1());
+    else if (n4 <= 64) f(C32(), C2());
+    else f(C32(), std::integral_constant<int, GATE_MAX_NV>());
+}
+
+static inline bool gate_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* ---- scalar path -------------------------------------------------------- */
 
 __device__ __forceinline__ double warp_sum(double x) {
 #pragma unroll
@@ -165,19 +466,22 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
     }
 }
 
-/* One warp per (h, k): the partials of all tiles in a fixed order, added
- * into the accumulated parameter gradient. */
-__global__ void gate_param_reduce_kernel(float *__restrict__ dtau, float *__restrict__ dw,
-                                         float *__restrict__ db, const double *__restrict__ part,
-                                         int ntiles, int H, int d, int np, int norm) {
-    const long o = (long)blockIdx.x * GATE_WARPS + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (o >= (long)H * np) return;
-    const int h = (int)(o / np), k = (int)(o % np);
+/* grid (ceil(np / 32), H): lane l of every warp owns k = 32 blockIdx.x + l
+ * of head h, so a warp's loads are 32 adjacent partials; warp w adds the
+ * tiles w, w+8, ... in order, then warp 0 adds the 8 warps' sums in warp
+ * order, and the result is added into the accumulated parameter gradient. */
+__global__ void gate_param_reduce_kernel(float *__restrict__ dtau, float *__restrict__ dw, float *__restrict__ db,
+                                         const double *__restrict__ part, int ntiles, int H, int d, int np,
+                                         int norm) {
+    __shared__ double red_sh[GATE_WARPS][32];
+    const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32, k = blockIdx.x * 32 + lane;
     double s = 0.0;
-    for (int tile = lane; tile < ntiles; tile += 32) s += part[((long)tile * H + h) * np + k];
-    s = warp_sum(s);
-    if (lane != 0) return;
+    if (k < np)
+        for (int tile = warp; tile < ntiles; tile += GATE_WARPS) s += part[((long)tile * H + h) * np + k];
+    red_sh[warp][lane] = s;
+    __syncthreads();
+    if (warp != 0 || k >= np) return;
+    for (int wi = 1; wi < GATE_WARPS; wi++) s += red_sh[wi][lane];
     if (norm)
         dtau[h] += (float)s;
     else if (k == 0)
@@ -190,8 +494,20 @@ extern "C" void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int
                             const GateParams *p, int B, int T, int H, int d) {
     const long nreads = (long)B * T * H;
     if (nreads == 0 || d <= 0) return;
-    gate_fwd_kernel<<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
-        g, vg, logbias, v, v_stride, *p, nreads, T, H, d);
+    const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && nreads <= INT_MAX / 2 &&
+                     gate_aligned(v) && (p->slot == SLOT_ROUTING || gate_aligned(vg)) &&
+                     (p->kind != GATE_PROJ || gate_aligned(p->w));
+    if (vec) {
+        gate_by_width(d / 4, [&](auto l, auto nv) {
+            constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
+            const int per_block = GATE_WARPS * GATE_FWD_ILP(NV) * (32 / L);
+            gate_fwd_vec_kernel<L, NV><<<sg_blocks(nreads, per_block), GATE_WARPS * 32, 0, sg_stream()>>>(
+                g, vg, logbias, v, v_stride, *p, nreads, T, H, d);
+        });
+    } else {
+        gate_fwd_kernel<<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
+            g, vg, logbias, v, v_stride, *p, nreads, T, H, d);
+    }
     CUDA_LAUNCHED();
 }
 
@@ -209,16 +525,30 @@ extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real 
     }
     const int norm = p->kind == GATE_NORM;
     const int np = norm ? 1 : d + 1;
-    const int ntiles = (int)((BT + GATE_ROWS - 1) / GATE_ROWS);
-    double *part = (double *)sg_scratch(SCRATCH_REDUCE, sizeof(double) * (size_t)ntiles * H * np);
     const size_t shmem = sizeof(double) * GATE_WARPS * (size_t)np;
-    if (shmem > 48 * 1024) /* only for head sizes beyond ~760 */
-        CUDA_CHECK(cudaFuncSetAttribute(gate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)shmem));
-    gate_bwd_kernel<<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
-        dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part);
+    const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && dv_stride % 4 == 0 &&
+                     BT <= INT_MAX / 2 && gate_aligned(v) && gate_aligned(dv) &&
+                     (p->slot == SLOT_ROUTING || gate_aligned(dvg)) && (norm || gate_aligned(p->w));
+    int rows = GATE_ROWS; /* per tile */
+    if (vec) gate_by_width(d / 4, [&](auto l, auto) { rows = GATE_WARPS * (32 / decltype(l)::value) * GATE_RPG; });
+    const int ntiles = (int)((BT + rows - 1) / rows);
+    double *part = (double *)sg_scratch(SCRATCH_REDUCE, sizeof(double) * (size_t)ntiles * H * np);
+    if (vec) {
+        /* shmem <= 8 (4 32 GATE_MAX_NV + 1) doubles: under the default 48 KiB */
+        gate_by_width(d / 4, [&](auto l, auto nv) {
+            constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
+            gate_bwd_vec_kernel<L, NV><<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
+                dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part);
+        });
+    } else {
+        if (shmem > 48 * 1024) /* only for head sizes beyond ~760 */
+            CUDA_CHECK(cudaFuncSetAttribute(gate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)shmem));
+        gate_bwd_kernel<<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
+            dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part);
+    }
     CUDA_LAUNCHED();
-    gate_param_reduce_kernel<<<sg_blocks((long)H * np, GATE_WARPS), GATE_WARPS * 32, 0,
-                               sg_stream()>>>(dtau, dw, db, part, ntiles, H, d, np, norm);
+    gate_param_reduce_kernel<<<dim3((unsigned)((np + 31) / 32), (unsigned)H), GATE_WARPS * 32, 0, sg_stream()>>>(
+        dtau, dw, db, part, ntiles, H, d, np, norm);
     CUDA_LAUNCHED();
 }

@@ -84,4 +84,15 @@ inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, 
  * rounding, not bitwise. */
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
+/* The store intrinsics: st.global with a cache policy (.wb, the default
+ * write-back) is a plain store here.  The pointer must be aligned as the
+ * device requires. */
+inline void __stwb(float4 *p, float4 x) {
+    if ((uintptr_t)p % 16) {
+        fprintf(stderr, "emu __stwb: %p not 16-byte aligned\n", (void *)p);
+        abort();
+    }
+    *p = x;
+}
+
 #endif

@@ -238,42 +238,59 @@ static void test_embed(int B, int T, int C, int V, int sink, int skew) {
  * value slot, vg for the routing slot) is passed and must stay as it was,
  * and so must dv outside the value slices (the rest of the 3C row), and
  * the parameter gradients of the other kind.  zero: one read's v is 0
- * (the norm gate's ||v|| = 0 branch). */
-static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero) {
-    const int C = H * d, vs = 3 * C;
+ * (the norm gate's ||v|| = 0 branch).  For gate.cu's choice between its
+ * float4 and scalar paths: vpad, added to the rows' stride of v and dv
+ * (3C + vpad; not a multiple of 4: the scalar path); shift, buffers moved by
+ * one float off their 16-byte alignment (1: v, 2: vg and dvg, 4: dv), which
+ * takes the scalar path too. */
+static Buf misaligned(const Buf &b) { /* b's values, 4-byte aligned only */
+    Buf m(b.n, 0.f, Buf::G + 1);
+    memcpy(m.p(), b.p(), sizeof(float) * b.n);
+    return m;
+}
+
+/* a's n values have b's bits (a misaligned copy has other guards) */
+static void same_values(const char *what, const Buf &a, const Buf &b) {
+    CHECK(a.n == b.n && !memcmp(a.p(), b.p(), sizeof(float) * a.n), "%s: %s: not bitwise equal", g_tag.c_str(), what);
+}
+
+static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, int vpad, int shift) {
+    const int C = H * d, vs = 3 * C + vpad;
     const long nv = (long)B * T * vs, ng = (long)B * H * T, nvg = (long)B * T * C;
     Buf v = normal(nv, 1), tau = normal(H, 0.5), w = normal((long)H * d, 0.3), b = normal(H, 1);
+    if (shift & 1) v = misaligned(v);
     if (zero)
         for (int e = 0; e < d; e++) v[(long)(T / 2) * vs + (H - 1) * d + e] = 0;
     const Buf v0 = v, tau0 = tau, w0 = w, b0 = b;
     const GateParams gp = {kind, slot, 8, tau.p(), w.p(), b.p()};
     const bool route = slot == SLOT_ROUTING;
     Buf g_r(ng), g(ng), vg_r = route ? normal(nvg, 1) : Buf(nvg), lb_r = route ? Buf(ng) : normal(ng, 1);
-    Buf vg = vg_r, lb = lb_r;
+    Buf vg = shift & 2 ? misaligned(vg_r) : vg_r, lb = lb_r;
     op_gate_fwd(g_r.p(), vg_r.p(), lb_r.p(), v.p(), vs, &gp, B, T, H, d);
     cuda_op_gate_fwd(g.p(), vg.p(), lb.p(), v.p(), vs, &gp, B, T, H, d);
     same("fwd g", g, g_r, false);
     if (route) {
         same("fwd logbias", lb, lb_r, false);
-        bitwise("vg untouched (routing slot)", vg, vg_r);
+        same_values("vg untouched (routing slot)", vg, vg_r);
     } else {
         same("fwd vg", vg, vg_r, false);
         bitwise("logbias untouched (value slot)", lb, lb_r);
     }
 
     Buf dv_r = normal(nv, 1), dvg = normal(nvg, 1), dlb = normal(ng, 1);
+    if (shift & 2) dvg = misaligned(dvg);
     if (!route) /* overwritten in the value slices, left alone in the rest of the row */
         for (long r = 0; r < (long)B * T; r++)
             for (int e = 0; e < C; e++) dv_r[r * vs + e] = nan_fill();
     Buf dtau_r = normal(H, 1), dw_r = normal((long)H * d, 1), db_r = normal(H, 1);
-    Buf dv = dv_r, dtau = dtau_r, dw = dw_r, db = db_r;
+    Buf dv = shift & 4 ? misaligned(dv_r) : dv_r, dtau = dtau_r, dw = dw_r, db = db_r;
     const Buf dvg0 = dvg, dlb0 = dlb;
     op_gate_bwd(dv_r.p(), vs, dtau_r.p(), dw_r.p(), db_r.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr,
                 v.p(), vs, g_r.p(), &gp, B, T, H, d);
     cuda_op_gate_bwd(dv.p(), vs, dtau.p(), dw.p(), db.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr, v.p(),
                      vs, g.p(), &gp, B, T, H, d);
     if (kind == GATE_NONE && route) {
-        bitwise("dv untouched (no gate, routing slot)", dv, dv_r);
+        same_values("dv untouched (no gate, routing slot)", dv, dv_r);
     } else {
         same("bwd dv", dv, dv_r, false);
         long bad = 0; /* the rest of the row: the very values it started with */
@@ -467,10 +484,10 @@ int main(int argc, char **argv) {
 
     /* test_gpu_ops's: both kinds and slots at (2, 17, 2, 16), the
      * projection's value slot at (2, 64, 6, 64); then no gate (g = 1) in
-     * both slots, and d = 40 (lanes with two elements and with one) with a
-     * zero v for the norm gate */
+     * both slots, and d = 40 (10 float4 a read: 6 of gate.cu's 16 lanes a
+     * read idle) with a zero v for the norm gate */
     struct GateCase {
-        int kind, slot, B, T, H, d, zero;
+        int kind, slot, B, T, H, d, zero, vpad = 0, shift = 0; /* vpad, shift: as test_gate's */
     };
     std::vector<GateCase> gates;
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
@@ -479,10 +496,58 @@ int main(int argc, char **argv) {
     for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NONE, slot, 2, 17, 2, 16, 0});
     for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NORM, slot, 1, 40, 3, 40, 1});
     gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 40, 3, 40, 0});
+    /* gate.cu's float4 path, L lanes a read, NV float4 a lane: d = 64 (L 16,
+     * two reads a warp) over 225 reads and 75 rows, neither a multiple of a
+     * block's reads (64) nor of a tile's rows (64); d = 128 (L 32), 96 (L 32, 8
+     * lanes idle), 192 and 256 (NV 2, half the lanes with one float4 at
+     * 192), 384 and 512 (NV 4); d = 4, 8 and 12 (L 1, 2 and 4: 32, 16 and 8
+     * reads a warp, the last with a lane idle) */
+    for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NORM, slot, 1, 75, 3, 64, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 75, 3, 64, 0});
+    for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_PROJ, slot, 1, 37, 2, 128, 0});
+    gates.push_back({GATE_NORM, SLOT_VALUE, 1, 37, 2, 128, 1});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 33, 2, 96, 0});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 21, 2, 192, 0});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 19, 2, 256, 0});
+    gates.push_back({GATE_NORM, SLOT_ROUTING, 1, 19, 2, 256, 1});
+    gates.push_back({GATE_NORM, SLOT_ROUTING, 1, 9, 2, 384, 1});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 9, 1, 512, 0});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 2, 45, 3, 4, 0});
+    gates.push_back({GATE_NORM, SLOT_ROUTING, 1, 70, 2, 4, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 50, 3, 8, 0});
+    gates.push_back({GATE_NORM, SLOT_VALUE, 1, 33, 2, 12, 1});
+    gates.push_back({GATE_NONE, SLOT_VALUE, 1, 33, 2, 64, 0, 4});
+    /* the scalar path: d = 30; row strides of 3C + 1 and 3C + 2; v, vg and
+     * dvg, or dv off their 16-byte alignment.  And the float4 path with the
+     * stride padded to 3C + 4. */
+    for (int slot = 0; slot < 2; slot++) gates.push_back({GATE_NORM, slot, 1, 33, 3, 30, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 33, 3, 30, 0});
+    gates.push_back({GATE_NONE, SLOT_VALUE, 1, 33, 3, 30, 0});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 40, 2, 64, 0, 1});
+    gates.push_back({GATE_NORM, SLOT_ROUTING, 1, 40, 2, 64, 1, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 40, 2, 64, 0, 2});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 40, 2, 64, 0, 4});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 40, 2, 64, 0, 0, 1});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 40, 2, 64, 0, 0, 2});
+    gates.push_back({GATE_NORM, SLOT_VALUE, 1, 40, 2, 64, 1, 0, 2});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 1, 40, 2, 64, 0, 0, 4});
+    /* 2,100 rows and more: the parameter gradients' reduction adds 33 (d =
+     * 64), 69 (d = 128 and the scalar path's d = 30: 32-row tiles) or 9 (d =
+     * 16: 256-row tiles) partials per (h, k), several per warp */
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 3, 700, 2, 64, 0});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 2, 1100, 1, 128, 0});
+    gates.push_back({GATE_NORM, SLOT_VALUE, 2, 1100, 2, 128, 1});
+    gates.push_back({GATE_PROJ, SLOT_ROUTING, 3, 701, 1, 16, 0});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 2, 1100, 1, 30, 0});
     for (const GateCase &c : gates) {
-        snprintf(tag, sizeof tag, "gate %s %s B%d T%d H%d d%d%s", KIND[c.kind], c.slot ? "routing" : "value", c.B,
-                 c.T, c.H, c.d, c.zero ? " zero-v" : "");
-        run(tag, [&] { test_gate(c.kind, c.slot, c.B, c.T, c.H, c.d, c.zero); });
+        char extra[64] = "";
+        if (c.vpad) snprintf(extra, sizeof extra, " stride=3C+%d", c.vpad);
+        if (c.shift)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " misaligned=%s",
+                     c.shift == 1 ? "v" : c.shift == 2 ? "vg,dvg" : "dv");
+        snprintf(tag, sizeof tag, "gate %s %s B%d T%d H%d d%d%s%s", KIND[c.kind], c.slot ? "routing" : "value", c.B,
+                 c.T, c.H, c.d, c.zero ? " zero-v" : "", extra);
+        run(tag, [&] { test_gate(c.kind, c.slot, c.B, c.T, c.H, c.d, c.zero, c.vpad, c.shift); });
     }
 
     /* test_gpu_ops's (37, 32, 100, 128) with every output, then with some

@@ -7,7 +7,9 @@
 #     GPU's dense bf16 peak.
 #  2. build/cuda/bench_gpu --no-train --matmul: the linear layers' TFLOP/s at
 #     the 124M shapes against one 8192^3 product (the library's own rate),
-#     and attention forward + backward TFLOP/s for every arm at the 124M shape.
+#     and attention forward + backward TFLOP/s for every arm at the 124M shape;
+#     then bench_gpu --gates: the gate ops' GB/s at the 124M shape against a
+#     device-to-device copy's in the same process.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
 #     autocast, torch.compile, fused AdamW, SDPA with the head dimension
 #     augmented for the phantom) on the same tiers, micro-batches and arms;
@@ -89,6 +91,8 @@ for tier in $TIERS; do
 done
 echo "=== sinkgate: linear layers, and attention forward + backward for every arm ==="
 run sinkgate-attention 45 10 "$CB/bench_gpu" --no-train --matmul --arms all --json "$OUT/sinkgate-attention.json" || fail=1
+echo "=== sinkgate: the gates alone, against a device-to-device copy ==="
+run sinkgate-gates 30 10 "$CB/bench_gpu" --no-train --no-attn --gates --json "$OUT/sinkgate-gates.json" || fail=1
 
 echo "=== PyTorch twin on the same GPU ==="
 tv=$(timeout 60 "$PY" -c 'import sys, torch
@@ -169,6 +173,17 @@ if att and att.get("matmul"):
     print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
           + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))
     summary["matmul_tflops"] = att["matmul"]
+
+gt = (load("sinkgate-gates.json") or {}).get("gates") or {}
+if gt.get("copy_gbs"):
+    rows = {k: v for k, v in gt.items() if isinstance(v, dict)}
+    pv = rows.get("proj_value")
+    print(f"gates fwd+bwd, B {gt['B']} T {gt['T']} H {gt['H']} d {gt['d']}: GB/s "
+          + ", ".join(f"{k} {v['gbs']:.0f}" for k, v in rows.items())
+          + f" (device copy {gt['copy_gbs']:.0f})"
+          + (f"; combo2's (proj/value) x12 layers {12 * (pv['fwd_ms'] + pv['bwd_ms']):.3f} ms" if pv else ""))
+    summary["gates_gbs"] = {k: v["gbs"] for k, v in rows.items()}
+    summary["gates_copy_gbs"] = gt["copy_gbs"]
 
 def verdict(ok):
     return "n/a (not measured)" if ok is None else ("MET" if ok else "NOT met")

@@ -4,7 +4,7 @@
  *
  *   bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all]
  *             [--steps N] [--warmup N] [--micro-batch N] [--peak-tflops X]
- *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--json FILE]
+ *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--gates] [--json FILE]
  *
  * Training: for each tier (config_from_tier, the tier's micro-batch,
  * grad_accum 1) and arm, full steps exactly as src/train.c runs them --
@@ -35,7 +35,11 @@
  * log-biases of each arm as src/model.c's attn_args sets them.
  * TFLOP/s = (4 + 10) * B * H * (T(T+1)/2) * d / time -- the model's
  * attn_flops convention: 4 score-sized products forward (QK^T, PV), 10
- * backward (recomputed QK^T, dV, dP, dQ, dK) over the causal half. */
+ * backward (recomputed QK^T, dV, dP, dQ, dK) over the causal half.
+ *
+ * Gates (--gates): op_gate_fwd and op_gate_bwd alone at the 124M shape, as
+ * GB/s of the bytes they must move, next to a device-to-device copy's
+ * GB/s measured in the same run (bench_gate below). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -246,6 +250,85 @@ static double bench_matmul(const MmShape *sh, int iters, double *bwd_tflops) {
     return flop * iters / (t1 - t0) / 1e12;
 }
 
+/* ---- gates alone ----------------------------------------------------------
+ * op_gate_fwd then op_gate_bwd at the 124M shape (B 8, T 1024, H 12, d 64;
+ * v is the value third of the qkv rows, row stride 3C, and dv the same
+ * third of dqkv, as src/model.c passes them), for each gate kind and slot.
+ * GB/s = the bytes the op must move / its time, 4 bytes an element, with
+ * N = B T rows and C = H d:
+ *   forward   value slot:   v read, vg written (N C each), g written (N H)
+ *             routing slot: v read (N C), g and logbias written (N H each)
+ *   backward  value slot:   v and dvg read, dv written (N C each), g read
+ *             routing slot: v read and dv read and written (N C each), g and
+ *             dlogbias read (N H each)
+ * (the gate parameters and their gradients, a few KB, are not counted).
+ * The reference is op_copy (cudaMemcpyAsync, device to device) of 2 N C
+ * floats, counted as read + write: what the device moves for a plain copy
+ * of about the gates' size. */
+typedef struct {
+    double fwd_ms, bwd_ms, fwd_gbs, bwd_gbs, gbs;
+} GateResult;
+
+static double bench_copy_gbs(long n, int iters) {
+    real *a = dev_rand(n, 1.0, 0.0, 31), *b = op_alloc(sizeof(real) * (size_t)n);
+    if (!b) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    op_copy(b, a, sizeof(real) * (size_t)n);
+    sync_dev(b);
+    double t0 = prof_now();
+    for (int i = 0; i < iters; i++) op_copy(b, a, sizeof(real) * (size_t)n);
+    sync_dev(b);
+    double t = prof_now() - t0;
+    op_free(a), op_free(b);
+    return 2.0 * sizeof(real) * n * iters / t / 1e9;
+}
+
+static GateResult bench_gate(int kind, int slot, int B, int T, int H, int d, int iters) {
+    const int C = H * d;
+    const long N = (long)B * T, BHT = (long)B * H * T;
+    real *qkv = dev_rand(N * 3 * C, 1.0, 0.0, 41), *dvg = dev_rand(N * C, 1.0, 0.0, 42);
+    real *dlogbias = dev_rand(BHT, 0.1, 0.0, 43), *tau = dev_rand(H, 0.0, -0.5, 44);
+    real *w = dev_rand((long)H * d, 0.1, 0.0, 45), *b = dev_rand(H, 0.5, 0.0, 46);
+    real *dqkv = dev_rand(N * 3 * C, 1.0, 0.0, 47);
+    real *g = op_alloc(sizeof(real) * (size_t)BHT), *vg = op_alloc(sizeof(real) * (size_t)N * C);
+    real *logbias = op_alloc(sizeof(real) * (size_t)BHT), *dtau = op_alloc(sizeof(real) * (size_t)H);
+    real *dw = op_alloc(sizeof(real) * (size_t)H * d), *db = op_alloc(sizeof(real) * (size_t)H);
+    if (!g || !vg || !logbias || !dtau || !dw || !db) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    const GateParams gp = {kind, slot, 8, tau, w, b};
+    const int route = slot == SLOT_ROUTING;
+    real *vgo = route ? NULL : vg, *lbo = route ? logbias : NULL;
+    const real *dvgi = route ? NULL : dvg, *dlbi = route ? dlogbias : NULL;
+    for (int i = 0; i < 3; i++) { /* warm-up */
+        op_gate_fwd(g, vgo, lbo, qkv + 2 * C, 3 * C, &gp, B, T, H, d);
+        op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db, dvgi, dlbi, qkv + 2 * C, 3 * C, g, &gp, B, T, H, d);
+    }
+    sync_dev(g);
+    double t0 = prof_now();
+    for (int i = 0; i < iters; i++) op_gate_fwd(g, vgo, lbo, qkv + 2 * C, 3 * C, &gp, B, T, H, d);
+    sync_dev(g);
+    double t1 = prof_now();
+    for (int i = 0; i < iters; i++)
+        op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db, dvgi, dlbi, qkv + 2 * C, 3 * C, g, &gp, B, T, H, d);
+    sync_dev(dw);
+    double t2 = prof_now();
+    const double e = sizeof(real), nc = (double)N * C, nh = (double)N * H;
+    const double fwd_bytes = e * (route ? nc + 2 * nh : 2 * nc + nh), bwd_bytes = e * (3 * nc + (route ? 2 : 1) * nh);
+    GateResult r;
+    r.fwd_ms = 1e3 * (t1 - t0) / iters;
+    r.bwd_ms = 1e3 * (t2 - t1) / iters;
+    r.fwd_gbs = fwd_bytes / (r.fwd_ms * 1e-3) / 1e9;
+    r.bwd_gbs = bwd_bytes / (r.bwd_ms * 1e-3) / 1e9;
+    r.gbs = (fwd_bytes + bwd_bytes) / ((r.fwd_ms + r.bwd_ms) * 1e-3) / 1e9;
+    real *bufs[] = {qkv, dvg, dlogbias, tau, w, b, dqkv, g, vg, logbias, dtau, dw, db};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) op_free(bufs[i]);
+    return r;
+}
+
 static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters) {
     int C = H * d, T = T0 + (arm_has_sink_token(arm) ? 1 : 0);
     long N = (long)B * T, BHT = (long)B * H * T;
@@ -298,12 +381,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
             "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--json FILE]\n");
+            "                 [--gates] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
-    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0;
+    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
     double peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -318,6 +401,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-train")) do_train = 0;
         else if (!strcmp(a, "--no-attn")) do_attn = 0;
         else if (!strcmp(a, "--matmul")) do_mm = 1;
+        else if (!strcmp(a, "--gates")) do_gates = 1;
         else {
             usage();
             return 2;
@@ -457,6 +541,35 @@ int main(int argc, char **argv) {
                         i ? ", " : "", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt);
         }
         printf("\n");
+    }
+    if (js) fprintf(js, "}, \"gates\": {");
+    if (do_gates) {
+        const int B = 8, T = 1024, H = 12, d = 64, iters = 100, L = 12;
+        const double copy_gbs = bench_copy_gbs(2L * B * T * H * d, iters);
+        printf("gates alone (op_gate_fwd, op_gate_bwd), B %d T %d H %d d %d, v and dv in the qkv rows (stride 3C),\n"
+               "%d iterations each; GB/s = the bytes the op must move / time\n",
+               B, T, H, d, iters);
+        printf("device-to-device copy (op_copy, read + write): %.0f GB/s\n", copy_gbs);
+        printf("%-6s %-8s %8s %9s %8s %9s %9s %8s %14s\n", "gate", "slot", "fwd ms", "fwd GB/s", "bwd ms",
+               "bwd GB/s", "GB/s", "of copy", "x12 layers ms");
+        fflush(stdout);
+        if (js)
+            fprintf(js, "\"B\": %d, \"T\": %d, \"H\": %d, \"d\": %d, \"iters\": %d, \"copy_gbs\": %.1f", B, T, H, d,
+                    iters, copy_gbs);
+        static const char *const kinds[] = {"", "norm", "proj"}, *const slots[] = {"value", "routing"};
+        for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
+            for (int slot = SLOT_VALUE; slot <= SLOT_ROUTING; slot++) {
+                GateResult r = bench_gate(kind, slot, B, T, H, d, iters);
+                printf("%-6s %-8s %8.4f %9.0f %8.4f %9.0f %9.0f %7.0f%% %14.3f\n", kinds[kind], slots[slot], r.fwd_ms,
+                       r.fwd_gbs, r.bwd_ms, r.bwd_gbs, r.gbs, 100 * r.gbs / copy_gbs, L * (r.fwd_ms + r.bwd_ms));
+                fflush(stdout);
+                if (js)
+                    fprintf(js,
+                            ", \"%s_%s\": {\"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_gbs\": %.1f, \"bwd_gbs\": %.1f, "
+                            "\"gbs\": %.1f}",
+                            kinds[kind], slots[slot], r.fwd_ms, r.bwd_ms, r.fwd_gbs, r.bwd_gbs, r.gbs);
+            }
+        printf("(x12 layers: forward + backward of one 124M step's gates; combo2 is proj/value)\n\n");
     }
     if (js) fprintf(js, "}, \"attention\": {");
     if (do_attn) {
