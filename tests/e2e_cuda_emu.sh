@@ -82,6 +82,12 @@ for k in $OPS; do
         echo "cu2cpp failed on $k.cu" >>"$W/failed.log"
     bg g++ "$W/ops/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/$k.deps" "$W/gen/$k.cpp"
 done
+# the attention forward writes its output's bf16 twin into matmul.cu's table
+# of copies: the attention tests link matmul.cu too, built as they are
+for mode in bf16 fp32; do
+    bg g++ "$W/$mode/matmul.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
+        -MD -MF "$W/$mode/matmul.deps" "$W/gen/matmul.cpp"
+done
 bg g++ "$W/ops/emu_memory.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/emu_memory.deps" "$E/emu_memory.cpp"
 for f in emu_runtime emu_cublas emu_cublaslt; do
     bg g++ "$W/obj/$f.o" "${CXXF[@]}" "${INC[@]}" -MD -MF "$W/obj/$f.deps" "$E/$f.cpp"

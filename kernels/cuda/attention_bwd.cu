@@ -415,18 +415,22 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     const AttnGeom g = attn_geom(a, vec);
     const int want_dc = a->phantom && a->sink && dsink;
 
-    /* scratch: D [B,H,T] fp32, then the dsink partials [B,H,nchunk] double */
+    /* scratch: D [B,H,T] fp32, the dsink partials [B,H,nchunk] double, and
+     * for the mma tiles the packed Q, K, V, dO */
     const int nchunk = (T + PRE_ROWS - 1) / PRE_ROWS;
+    const bool mma = attn_use_mma();
     const size_t d_bytes = attn_align(sizeof(float) * (size_t)B * H * T);
-    unsigned char *scratch = (unsigned char *)sg_scratch(
-        SCRATCH_MISC, d_bytes + sizeof(double) * (size_t)B * H * nchunk);
+    const size_t c_bytes = attn_align(sizeof(double) * (size_t)B * H * nchunk);
+    const size_t p_bytes = mma ? 4 * attn_pack_elems(g) * sizeof(sg_bf16) : 0;
+    unsigned char *scratch = (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes);
     float *D = (float *)scratch;
     double *dc_part = (double *)(scratch + d_bytes);
+    sg_bf16 *pack = mma ? (sg_bf16 *)(scratch + d_bytes + c_bytes) : nullptr;
 
     attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
-    if (attn_use_mma()) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
+    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack);
     else
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);

@@ -15,24 +15,48 @@
  *   dq:   warp w keeps Q_w and dO_w as A operands: S = Q_w K_n^T,
  *         dP = dO_w V_n^T, dS packed into the A operand of dQ_w += dS K_n.
  *
+ * Both read the packed bf16 Q, K, V and dO (attn_pack, attention_cuda.h):
+ * the block's own tiles once, and the tiles it walks by cp.async into two
+ * buffers, the next one fetched while the current one is used.
+ *
  * In the accumulator layout (mma_ptx.h) a lane holds rows g and g+8 of a
  * tile and columns 2t, 2t+1 of each 8-column part: the row statistics it
  * needs are two values (dq) or, for dkdv's query columns, read from shared
  * memory per element. */
 #include "attention_cuda.h"
 
+/* Two regions of two 64-row bf16 tiles each.  A holds the block's own
+ * operands (dkdv: its K and V; dq: its Q and dO) until every warp has them
+ * in registers, then serves as the second buffer of the tiles the block
+ * walks (dkdv: Q and dO; dq: K and V); B is the first.  Step i of the walk
+ * uses buffer i & 1 (B for even i), and the row statistics or log-bias in
+ * half i & 1 of LSE, DD or LB. */
 template <int DP>
 struct BwdMmaLayout {
     static constexpr int LDH = DP + 8; /* bf16 rows: 16-byte aligned, ldmatrix conflict-free */
-    static constexpr size_t TILE = sizeof(sg_bf16) * ATTN_BQ * LDH;
-    static constexpr size_t K = 0;
-    static constexpr size_t V = attn_align(K + TILE);
-    static constexpr size_t Q = attn_align(V + TILE);
-    static constexpr size_t DO = attn_align(Q + TILE);
-    static constexpr size_t LSE = attn_align(DO + TILE);
-    static constexpr size_t DD = attn_align(LSE + sizeof(float) * ATTN_BQ);
-    static constexpr size_t LB = attn_align(DD + sizeof(float) * ATTN_BQ);
-    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
+    static constexpr int TE = ATTN_BQ * LDH; /* elements of a tile */
+    static constexpr size_t REGION = sizeof(sg_bf16) * 2 * TE;
+    static constexpr size_t A = 0;
+    static constexpr size_t B = attn_align(A + REGION);
+    static constexpr size_t LSE = attn_align(B + REGION);
+    static constexpr size_t DD = attn_align(LSE + sizeof(float) * 2 * ATTN_BQ);
+    static constexpr size_t LB = attn_align(DD + sizeof(float) * 2 * ATTN_BQ);
+    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
+};
+
+/* The regions of layout L in the shared memory at smem: buf(0) = B,
+ * buf(1) = A (so that step i uses buf(i & 1)), and the three halved float
+ * arrays.  (A select, not an array: an array indexed at run time would
+ * live in local memory.) */
+template <class L>
+struct BwdMmaSmem {
+    sg_bf16 *a, *b;
+    float *L2, *D2, *lb2;
+    __device__ __forceinline__ explicit BwdMmaSmem(unsigned char *smem)
+        : a(reinterpret_cast<sg_bf16 *>(smem + L::A)), b(reinterpret_cast<sg_bf16 *>(smem + L::B)),
+          L2(reinterpret_cast<float *>(smem + L::LSE)), D2(reinterpret_cast<float *>(smem + L::DD)),
+          lb2(reinterpret_cast<float *>(smem + L::LB)) {}
+    __device__ __forceinline__ sg_bf16 *buf(int i) const { return i ? a : b; }
 };
 
 /* dkdv's strip of m0 .. m0+15 queries of the tile at q0: st (S^T) becomes
@@ -79,33 +103,44 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
-                             const float *__restrict__ dout, const float *__restrict__ q,
-                             const float *__restrict__ k, const float *__restrict__ v,
+                             const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
+                             const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
-    constexpr int NF = DP / 16;
+    constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
+    const BwdMmaSmem<L> sm(attn_smem);
 
     const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
-    const float *qh = q + row0 * g.q_stride + ho;
-    const float *gh = dout + row0 * g.o_stride + ho;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
+    const sg_bf16 *qh = qp + slice, *gh = gp + slice;
+    const float *lseh = lse + bh * T, *Dh = D + bh * T;
     const int kw0 = k0 + warp * 16;
     const bool active = kw0 < T; /* warp-uniform */
     const int key[2] = {kw0 + gq, kw0 + gq + 8};
+    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
 
-    attn_next_kv<DP, L::LDH>(Ks, Vs, lbs, k + row0 * g.k_stride + ho, v + row0 * g.v_stride + ho,
-                             logbias ? logbias + bh * T : nullptr, k0, g);
+    /* the block's K and V into region A, query tile kt (the diagonal one)
+     * into buffer 0, one group */
+    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(1), kp + slice, k0);
+    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(1) + TE, vp + slice, k0);
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(0), qh, k0);
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(0) + TE, gh, k0);
+    tc_cp_commit();
+    attn_load_bias(sm.lb2, logbias ? logbias + bh * T : nullptr, k0, T);
+    attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
+    tc_cp_wait<0>();
+    __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk) {
-        tc_load_a<L::LDH>(ka[kk], Ks, warp * 16, kk * 16, lane);
-        tc_load_a<L::LDH>(va[kk], Vs, warp * 16, kk * 16, lane);
+        tc_load_a<LD>(ka[kk], sm.buf(1), warp * 16, kk * 16, lane);
+        tc_load_a<LD>(va[kk], sm.buf(1) + TE, warp * 16, kk * 16, lane);
     }
-    const float lbj[2] = {lbs[warp * 16 + gq], lbs[warp * 16 + gq + 8]};
+    const float lbj[2] = {sm.lb2[warp * 16 + gq], sm.lb2[warp * 16 + gq + 8]};
+    __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n)
@@ -113,49 +148,62 @@ static __global__ void __launch_bounds__(ATTN_NT)
         for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.f;
     float colsum[2] = {0.f, 0.f};
 
-    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
     for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
-        const int q0 = qt * ATTN_BQ;
-        attn_next_qdo<DP, L::LDH>(Qs, dOs, Ls, Ds, qh, gh, lse + bh * T, D + bh * T, q0, g);
-        if (!active) continue;
-        /* below the diagonal tile every i > j; only the last tile has rows past T */
-        const bool mask = qt == kt || q0 + ATTN_BQ > T;
+        const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
+        if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
+            sg_bf16 *nb = sm.buf(cur ^ 1);
+            attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(nb, qh, q0 + ATTN_BQ);
+            attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(nb + TE, gh, q0 + ATTN_BQ);
+            tc_cp_commit();
+            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
+            tc_cp_wait<1>();
+        } else {
+            tc_cp_wait<0>();
+        }
+        __syncthreads(); /* every thread's copies of tile qt are visible */
+        const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
+        const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
+        if (active) {
+            /* below the diagonal tile every i > j; only the last tile has rows past T */
+            const bool mask = qt == kt || q0 + ATTN_BQ > T;
 #pragma unroll 1
-        for (int m = 0; m < ATTN_BQ / 16; ++m) {
-            const int mi0 = q0 + m * 16;
-            /* strip wholly above the diagonal (every i < every j) or past T */
-            if (mi0 + 15 < kw0 || mi0 >= T) continue;
-            float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
+            for (int m = 0; m < ATTN_BQ / 16; ++m) {
+                const int mi0 = q0 + m * 16;
+                /* strip wholly above the diagonal (every i < every j) or past T */
+                if (mi0 + 15 < kw0 || mi0 >= T) continue;
+                float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
 #pragma unroll
-            for (int e = 0; e < 4; ++e) st[0][e] = st[1][e] = dpt[0][e] = dpt[1][e] = 0.f;
+                for (int e = 0; e < 4; ++e) st[0][e] = st[1][e] = dpt[0][e] = dpt[1][e] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < NF; ++kk) {
-                tc_reg qb[4], ob[4];
-                tc_load_bt<L::LDH>(qb, Qs, m * 16, kk * 16, lane);
-                tc_mma(st[0], ka[kk], qb);
-                tc_mma(st[1], ka[kk], qb + 2);
-                tc_load_bt<L::LDH>(ob, dOs, m * 16, kk * 16, lane);
-                tc_mma(dpt[0], va[kk], ob);
-                tc_mma(dpt[1], va[kk], ob + 2);
-            }
-            /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
-            if (mask) attn_dkdv_probs<true>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
-            else attn_dkdv_probs<false>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
-            tc_reg pa[4], dsa[4];
-            tc_acc_to_a(pa, st);
-            tc_acc_to_a(dsa, dpt);
+                for (int kk = 0; kk < NF; ++kk) {
+                    tc_reg qb[4], ob[4];
+                    tc_load_bt<LD>(qb, Qs, m * 16, kk * 16, lane);
+                    tc_mma(st[0], ka[kk], qb);
+                    tc_mma(st[1], ka[kk], qb + 2);
+                    tc_load_bt<LD>(ob, dOs, m * 16, kk * 16, lane);
+                    tc_mma(dpt[0], va[kk], ob);
+                    tc_mma(dpt[1], va[kk], ob + 2);
+                }
+                /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
+                if (mask) attn_dkdv_probs<true>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+                else attn_dkdv_probs<false>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+                tc_reg pa[4], dsa[4];
+                tc_acc_to_a(pa, st);
+                tc_acc_to_a(dsa, dpt);
 #pragma unroll
-            for (int nd = 0; nd < NF; ++nd) {
-                tc_reg ob[4], qb[4];
-                tc_load_b<L::LDH>(ob, dOs, m * 16, nd * 16, lane);
-                tc_mma(dva[2 * nd], pa, ob);
-                tc_mma(dva[2 * nd + 1], pa, ob + 2);
-                tc_load_b<L::LDH>(qb, Qs, m * 16, nd * 16, lane);
-                tc_mma(dka[2 * nd], dsa, qb);
-                tc_mma(dka[2 * nd + 1], dsa, qb + 2);
+                for (int nd = 0; nd < NF; ++nd) {
+                    tc_reg ob[4], qb[4];
+                    tc_load_b<LD>(ob, dOs, m * 16, nd * 16, lane);
+                    tc_mma(dva[2 * nd], pa, ob);
+                    tc_mma(dva[2 * nd + 1], pa, ob + 2);
+                    tc_load_b<LD>(qb, Qs, m * 16, nd * 16, lane);
+                    tc_mma(dka[2 * nd], dsa, qb);
+                    tc_mma(dka[2 * nd + 1], dsa, qb + 2);
+                }
             }
         }
+        if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
 
     if (!active) return;
@@ -174,35 +222,43 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
-    attn_bwd_dq_mma_kernel(float *__restrict__ dq, const float *__restrict__ dout, const float *__restrict__ q,
-                           const float *__restrict__ k, const float *__restrict__ v,
+    attn_bwd_dq_mma_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
+                           const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                            const float *__restrict__ lse, const float *__restrict__ D,
                            const float *__restrict__ logbias, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
-    constexpr int NF = DP / 16;
+    constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    const auto [Ks, Vs, Qs, dOs, Ls, Ds, lbs] = attn_bwd_tiles<L>(attn_smem);
+    const BwdMmaSmem<L> sm(attn_smem);
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
-    const float *kh = k + row0 * g.k_stride + ho;
-    const float *vh = v + row0 * g.v_stride + ho;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
+    const sg_bf16 *kh = kp + slice, *vh = vp + slice;
     const float *lb = logbias ? logbias + bh * T : nullptr;
     const int qw0 = q0 + warp * 16;
     const bool active = qw0 < T; /* warp-uniform */
     const int row[2] = {qw0 + gq, qw0 + gq + 8};
 
-    attn_next_qdo<DP, L::LDH>(Qs, dOs, Ls, Ds, q + row0 * g.q_stride + ho, dout + row0 * g.o_stride + ho, lse + bh * T,
-                              D + bh * T, q0, g);
+    /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(1), qp + slice, q0);
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(1) + TE, gp + slice, q0);
+    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(0), kh, 0);
+    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(0) + TE, vh, 0);
+    tc_cp_commit();
+    attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
+    attn_load_bias(sm.lb2, lb, 0, T);
+    tc_cp_wait<0>();
+    __syncthreads();
     tc_reg qa[NF][4], oa[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk) {
-        tc_load_a<L::LDH>(qa[kk], Qs, warp * 16, kk * 16, lane);
-        tc_load_a<L::LDH>(oa[kk], dOs, warp * 16, kk * 16, lane);
+        tc_load_a<LD>(qa[kk], sm.buf(1), warp * 16, kk * 16, lane);
+        tc_load_a<LD>(oa[kk], sm.buf(1) + TE, warp * 16, kk * 16, lane);
     }
-    const float Lr[2] = {Ls[warp * 16 + gq], Ls[warp * 16 + gq + 8]};
-    const float Dr[2] = {Ds[warp * 16 + gq], Ds[warp * 16 + gq + 8]};
+    const float Lr[2] = {sm.L2[warp * 16 + gq], sm.L2[warp * 16 + gq + 8]};
+    const float Dr[2] = {sm.D2[warp * 16 + gq], sm.D2[warp * 16 + gq + 8]};
+    __syncthreads(); /* region A is free: the second K/V buffer from now on */
     float dqa[DP / 8][4];
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n)
@@ -210,43 +266,57 @@ static __global__ void __launch_bounds__(ATTN_NT)
         for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
 
     for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
-        const int k0 = kt * ATTN_BK;
-        attn_next_kv<DP, L::LDH>(Ks, Vs, lbs, kh, vh, lb, k0, g);
-        if (!active) continue;
+        const int k0 = kt * ATTN_BK, cur = kt & 1;
+        if (kt < qt) { /* fetch the next key tile while this one is used */
+            sg_bf16 *nb = sm.buf(cur ^ 1);
+            attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(nb, kh, k0 + ATTN_BK);
+            attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(nb + TE, vh, k0 + ATTN_BK);
+            tc_cp_commit();
+            attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            tc_cp_wait<1>();
+        } else {
+            tc_cp_wait<0>();
+        }
+        __syncthreads(); /* every thread's copies of tile kt are visible */
+        const sg_bf16 *Ks = sm.buf(cur), *Vs = sm.buf(cur) + TE;
+        const float *lbs = sm.lb2 + cur * ATTN_BK;
 
+        if (active) {
 #pragma unroll 1
-        for (int n = 0; n < ATTN_BK / 16; ++n) {
-            const int kn0 = k0 + n * 16;
-            /* strips past the warp's last query, or past T, and all after them */
-            if (kn0 > qw0 + 15 || kn0 >= T) break;
-            float s[2][4], dp[2][4];
+            for (int n = 0; n < ATTN_BK / 16; ++n) {
+                const int kn0 = k0 + n * 16;
+                /* strips past the warp's last query, or past T, and all after them */
+                if (kn0 > qw0 + 15 || kn0 >= T) break;
+                float s[2][4], dp[2][4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) s[0][e] = s[1][e] = dp[0][e] = dp[1][e] = 0.f;
+                for (int e = 0; e < 4; ++e) s[0][e] = s[1][e] = dp[0][e] = dp[1][e] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < NF; ++kk) {
-                tc_reg kb[4], vb[4];
-                tc_load_bt<L::LDH>(kb, Ks, n * 16, kk * 16, lane);
-                tc_mma(s[0], qa[kk], kb);
-                tc_mma(s[1], qa[kk], kb + 2);
-                tc_load_bt<L::LDH>(vb, Vs, n * 16, kk * 16, lane);
-                tc_mma(dp[0], oa[kk], vb);
-                tc_mma(dp[1], oa[kk], vb + 2);
-            }
-            /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1).
-             * Left of the diagonal tile every j < i; rows past T (in the last
-             * tile) have finite P and are never written. */
-            if (kt == qt) attn_dq_dscores<true>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
-            else attn_dq_dscores<false>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
-            tc_reg dsa[4];
-            tc_acc_to_a(dsa, dp);
+                for (int kk = 0; kk < NF; ++kk) {
+                    tc_reg kb[4], vb[4];
+                    tc_load_bt<LD>(kb, Ks, n * 16, kk * 16, lane);
+                    tc_mma(s[0], qa[kk], kb);
+                    tc_mma(s[1], qa[kk], kb + 2);
+                    tc_load_bt<LD>(vb, Vs, n * 16, kk * 16, lane);
+                    tc_mma(dp[0], oa[kk], vb);
+                    tc_mma(dp[1], oa[kk], vb + 2);
+                }
+                /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1).
+                 * Left of the diagonal tile every j < i; rows past T (in the last
+                 * tile) have finite P and are never written. */
+                if (kt == qt) attn_dq_dscores<true>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
+                else attn_dq_dscores<false>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
+                tc_reg dsa[4];
+                tc_acc_to_a(dsa, dp);
 #pragma unroll
-            for (int nd = 0; nd < NF; ++nd) {
-                tc_reg kb[4];
-                tc_load_b<L::LDH>(kb, Ks, n * 16, nd * 16, lane);
-                tc_mma(dqa[2 * nd], dsa, kb);
-                tc_mma(dqa[2 * nd + 1], dsa, kb + 2);
+                for (int nd = 0; nd < NF; ++nd) {
+                    tc_reg kb[4];
+                    tc_load_b<LD>(kb, Ks, n * 16, nd * 16, lane);
+                    tc_mma(dqa[2 * nd], dsa, kb);
+                    tc_mma(dqa[2 * nd + 1], dsa, kb + 2);
+                }
             }
         }
+        if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
     }
 
     if (!active) return;
@@ -254,23 +324,26 @@ static __global__ void __launch_bounds__(ATTN_NT)
 }
 
 template <int DP>
-static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q,
-                                const real *k, const real *v, const real *lse, const float *D,
-                                const AttnArgs *a, const AttnGeom &g) {
-    const size_t smem = BwdMmaLayout<DP>::BYTES;
+static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *pack, const real *lse,
+                                const float *D, const AttnArgs *a, const AttnGeom &g) {
+    const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
+    const sg_bf16 *qp = pack, *kp = pack + n, *vp = pack + 2 * n, *gp = pack + 3 * n;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
     attn_smem_attr(attn_bwd_dq_mma_kernel<DP>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
-    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, dout, q, k, v, lse, D,
+    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
                                                                        a->logbias, g);
     CUDA_LAUNCHED();
-    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, dout, q, k, v, lse, D, a->logbias, g);
+    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D, a->logbias, g);
     CUDA_LAUNCHED();
 }
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
-                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g) {
+                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
+                  sg_bf16 *pack) {
+    const AttnPackSrc src = {{q, k, v, dout}, {a->q_stride, a->k_stride, a->v_stride, a->o_stride}, g.vec};
+    attn_pack(pack, 4, src, g);
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, pack, lse, D, a, g);
     });
 }

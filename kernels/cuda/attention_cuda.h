@@ -4,7 +4,8 @@
  *
  * Precision.  Q, K, V and dO are fp32 in global memory.  Each tile is
  * rounded to bf16 (round to nearest even) when it is copied into shared
- * memory, and every tile product (S = Q K^T, dP = dO V^T, O += P V,
+ * memory (the mma kernels: once per call, into packed copies; attn_pack
+ * below), and every tile product (S = Q K^T, dP = dO V^T, O += P V,
  * dV += P^T dO, dK += dS^T Q, dQ += dS K) runs on the tensor cores through
  * wmma 16x16x16 bf16 fragments with fp32 accumulation; P and dS are rounded
  * to bf16 only as operands of the next product.  Everything else is fp32:
@@ -64,6 +65,7 @@ static constexpr int ATTN_BQ = 64;    /* queries per tile */
 static constexpr int ATTN_BK = 64;    /* keys per tile (== ATTN_BQ: the diagonal tile is square) */
 static constexpr int ATTN_NT = 128;   /* threads per block: 4 warps of 16 rows */
 static constexpr int ATTN_MAX_D = 128;
+static constexpr int ATTN_PACK_ROWS = 128; /* the largest query tile (attention_fwd_mma.cu) */
 static constexpr float ATTN_LOG2E = 1.4426950408889634f;
 static constexpr float ATTN_LN2 = 0.6931471805599453f;
 static_assert(ATTN_BQ == ATTN_BK, "the causal tile loops assume square tiles");
@@ -77,6 +79,7 @@ struct AttnGeom {
     float scale_log2; /* scale * log2(e): scores are kept in base 2 */
     int phantom;
     int vec; /* every tile source is 16-byte aligned with d, strides % 4 == 0 */
+    int Tp;  /* rows of a packed (b,h) slice (attn_pack): T rounded up to ATTN_PACK_ROWS */
 };
 
 static inline int attn_dpad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
@@ -103,6 +106,7 @@ static inline AttnGeom attn_geom(const AttnArgs *a, bool vec) {
     g.scale = 1.0f / sqrtf((float)a->d);
     g.scale_log2 = g.scale * ATTN_LOG2E;
     g.phantom = a->phantom;
+    g.Tp = (a->T + ATTN_PACK_ROWS - 1) / ATTN_PACK_ROWS * ATTN_PACK_ROWS;
     g.vec = vec && a->d % 4 == 0 && a->q_stride % 4 == 0 && a->k_stride % 4 == 0 &&
             a->v_stride % 4 == 0 && a->o_stride % 4 == 0;
     return g;
@@ -199,22 +203,65 @@ static __device__ __forceinline__ void tc_acc_to_a(tc_reg a[4], const float x[][
 
 /* A warp's 16 x DP accumulators acc[n] (n = 8-column part; mma_ptx.h),
  * times mul, to rows first .. first+15 (those < T), columns < d, of a
- * (b,h) slice of stride `stride`. */
+ * (b,h) slice of stride `stride`; and, where twin is not null, their bf16
+ * values (sg_cast_bf16) at the same offsets of twin, a slice laid out as
+ * dst's (the matmul twin of the attention output; cuda_common.h). */
 template <int DP>
 static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, int stride, const float acc[DP / 8][4],
-                                                     int first, int T, int d, float mul, int lane) {
+                                                     int first, int T, int d, float mul, int lane,
+                                                     sg_bf16 *__restrict__ twin = nullptr) {
     const int gq = lane >> 2, tq = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = first + gq + 8 * r;
         if (row >= T) continue;
-        float *p = dst + (long)row * stride;
+        const long off = (long)row * stride;
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n) {
             const int c = 8 * n + 2 * tq;
-            if (c < d) p[c] = acc[n][2 * r] * mul;
-            if (c + 1 < d) p[c + 1] = acc[n][2 * r + 1] * mul;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                if (c + e >= d) continue;
+                const float x = acc[n][2 * r + e] * mul;
+                dst[off + c + e] = x;
+                if (twin) twin[off + c + e] = sg_cast_bf16(x);
+            }
         }
+    }
+}
+
+/* Packed operands of the mma kernels.  attn_pack writes n tensors (Q, K,
+ * V, and dO in the backward), each as bf16 [B*H][Tp][DP]: the (b,h) slice
+ * of a tensor is Tp contiguous rows of DP elements, rounded to nearest
+ * even from the fp32 rows, zero past d and past T.  A tile is then
+ * contiguous, 16-byte aligned and needs no bounds test, so the kernels
+ * copy it with cp.async straight into shared memory and can fetch the
+ * next tile while they work on this one; and it is rounded once per layer
+ * instead of once per block that reads it (every query block of a (b,h)
+ * reads every key tile before its diagonal).  The rounding is the one the
+ * fp32 tile loader applies, so the products see the same operands. */
+struct AttnPackSrc {
+    const float *p[4];
+    int stride[4]; /* elements between rows */
+    int vec;       /* all 16-byte aligned, d and the strides multiples of 4 */
+};
+static inline size_t attn_pack_elems(const AttnGeom &g) {
+    return (size_t)g.B * g.H * g.Tp * attn_dpad(g.d);
+}
+void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g);
+
+/* Rows r0 .. r0+ROWS-1 of a packed (b,h) slice into a tile of row length
+ * LD, by cp.async, 8 elements a copy; the caller commits and waits. */
+template <int ROWS, int DP, int LD, int NT>
+static __device__ __forceinline__ void attn_cp_tile(sg_bf16 *__restrict__ dst, const sg_bf16 *__restrict__ slice,
+                                                    int r0) {
+    constexpr int CH = DP / 8, N = ROWS * CH;
+#pragma unroll
+    for (int u = 0; u < (N + NT - 1) / NT; ++u) {
+        const int idx = (int)threadIdx.x + u * NT;
+        if (N % NT != 0 && idx >= N) break;
+        const int r = idx / CH, c = (idx % CH) * 8;
+        tc_cp8(dst + r * LD + c, slice + (long)(r0 + r) * DP + c);
     }
 }
 
@@ -223,11 +270,15 @@ static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, in
  * tiles; attention_fwd_mma.cu, attention_bwd_mma.cu).  Read at every call,
  * so that one process can compare both. */
 bool attn_use_mma(void);
+/* pack: scratch for 3 (forward) or 4 (backward) packed tensors of
+ * attn_pack_elems(g) elements, 256-byte aligned; twin: out's bf16 twin or
+ * null (attn_twin_begin) */
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
-                  const AttnGeom &g);
+                  const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin);
 /* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
-                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g);
+                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
+                  sg_bf16 *pack);
 
 /* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
  * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:

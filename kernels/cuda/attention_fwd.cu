@@ -52,7 +52,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     attn_fwd_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
                     const float *__restrict__ k, const float *__restrict__ v,
                     const float *__restrict__ sink, const float *__restrict__ logbias,
-                    AttnGeom g) {
+                    sg_bf16 *__restrict__ twin, AttnGeom g) {
     typedef FwdLayout<DP> L;
     constexpr int NF = DP / 16;      /* fragments across the head dim */
     constexpr int NKF = ATTN_BK / 16; /* fragments across a key tile */
@@ -183,9 +183,14 @@ static __global__ void __launch_bounds__(ATTN_NT)
         for (int t = 0; t < DP / 2; ++t) Ww[r * L::LDW + cp + 2 * t] = acc[t] * inv;
         __syncwarp();
         float *oh = out + row0 * g.o_stride + ho;
+        sg_bf16 *th = twin ? twin + row0 * g.o_stride + ho : nullptr;
         for (int idx = lane; idx < 16 * DP; idx += 32) {
             const int rr = idx / DP, c = idx % DP, ii = wq0 + rr;
-            if (ii < T && c < g.d) oh[(long)ii * g.o_stride + c] = Ww[rr * L::LDW + c];
+            if (ii < T && c < g.d) {
+                const float x = Ww[rr * L::LDW + c];
+                oh[(long)ii * g.o_stride + c] = x;
+                if (th) th[(long)ii * g.o_stride + c] = sg_cast_bf16(x);
+            }
         }
         /* LSE_i = m_i + log l_i, back in natural log */
         if (cp == 0 && i < T) lse[bh * T + i] = (m + log2f(l)) * ATTN_LN2;
@@ -194,12 +199,12 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
 template <int DP>
 static void attn_fwd_launch(real *out, real *lse, const real *q, const real *k, const real *v,
-                            const AttnArgs *a, const AttnGeom &g) {
+                            sg_bf16 *twin, const AttnArgs *a, const AttnGeom &g) {
     const size_t smem = FwdLayout<DP>::BYTES;
     attn_smem_attr(attn_fwd_kernel<DP>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     attn_fwd_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(out, lse, q, k, v, a->sink,
-                                                              a->logbias, g);
+                                                              a->logbias, twin, g);
     CUDA_LAUNCHED();
 }
 
@@ -232,9 +237,17 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
         sg_cuda_fail(__FILE__, __LINE__, "op_attention_fwd", "head dim > 128 is not supported");
     const bool vec = attn_aligned16(q) && attn_aligned16(k) && attn_aligned16(v);
     const AttnGeom g = attn_geom(a, vec);
+    /* The output is the next matmul's input (the attention projection):
+     * when its rows are whole ([B T, H d], nothing between the heads), the
+     * kernels also write its bf16 twin, which that matmul then reads
+     * instead of casting the fp32 output (cuda_common.h). */
+    const long n = (long)a->B * a->T * a->H * a->d;
+    sg_bf16 *twin = a->o_stride == a->H * a->d ? sg_twin_begin(out, n) : nullptr;
     if (attn_use_mma()) {
-        attn_fwd_mma(out, lse, q, k, v, a, g);
-        return;
+        sg_bf16 *pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
+        attn_fwd_mma(out, lse, q, k, v, a, g, pack, twin);
+    } else {
+        attn_by_dpad(a->d, [&](auto dp) { attn_fwd_launch<decltype(dp)::value>(out, lse, q, k, v, twin, a, g); });
     }
-    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_launch<decltype(dp)::value>(out, lse, q, k, v, a, g); });
+    if (twin) sg_twin_written(out, n);
 }

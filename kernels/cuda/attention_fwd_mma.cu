@@ -14,6 +14,12 @@
  * the key tile's log-bias: no fp32 work tile, no P tile, and a warp needs
  * no barrier of its own between the products.
  *
+ * The tiles come from the packed bf16 copies of Q, K and V (attn_pack,
+ * attention_cuda.h), by cp.async, double-buffered: while the warps work on
+ * key tile kt, tile kt + 1 is already on its way into the other buffer,
+ * so the block waits on global memory once, for the first tile, instead of
+ * at every step.
+ *
  * The running sum l is kept per lane over the lane's own columns and summed
  * across the row's four lanes once at the end (alpha scales every partial
  * alike); the phantom's term exp(c_h - m) = 1 starts in the partial of lane
@@ -21,24 +27,29 @@
 #include "attention_cuda.h"
 
 /* 128 queries (8 warps) per block against the 64-key tiles: each K and V
- * tile loaded into shared memory (fp32 from global memory, rounded to
- * bf16) serves twice the queries of attention_fwd.cu's 64, which halves
- * that traffic per product; it, not the tensor cores, bounds these tiles
- * when Q, K and V arrive as fp32.  (The backward keeps 4 warps: its
- * dK/dV kernel's 166 registers per thread would leave one 8-warp block per
- * SM.) */
+ * tile in shared memory serves twice the queries of attention_fwd.cu's 64,
+ * which halves the tile traffic per product.  (The backward keeps 4 warps:
+ * its dK/dV kernel's 166 registers per thread would leave one 8-warp block
+ * per SM.) */
 static constexpr int FWD_MMA_WARPS = 8;
 static constexpr int FWD_MMA_NT = 32 * FWD_MMA_WARPS;
 static constexpr int FWD_MMA_BQ = 16 * FWD_MMA_WARPS;
+static_assert(FWD_MMA_BQ == ATTN_PACK_ROWS && FWD_MMA_BQ == 2 * ATTN_BK,
+              "the Q tile is as tall as the packing's rows, and holds one K and one V tile afterwards");
 
+/* Two regions of 128 bf16 rows: A holds the Q tile until every warp has
+ * its Q fragments in registers, then serves as the second K/V buffer; B is
+ * the first.  A K/V buffer is the K tile in its first 64 rows and the V
+ * tile in the next 64.  Key tile kt lives in buffer kt & 1 (B for even kt),
+ * and its log-bias in LB[kt & 1]. */
 template <int DP>
 struct FwdMmaLayout {
     static constexpr int LDH = DP + 8; /* bf16 rows: 16-byte aligned, ldmatrix conflict-free */
-    static constexpr size_t Q = 0;
-    static constexpr size_t K = attn_align(Q + sizeof(sg_bf16) * FWD_MMA_BQ * LDH);
-    static constexpr size_t V = attn_align(K + sizeof(sg_bf16) * ATTN_BK * LDH);
-    static constexpr size_t LB = attn_align(V + sizeof(sg_bf16) * ATTN_BK * LDH);
-    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * ATTN_BK);
+    static constexpr size_t REGION = sizeof(sg_bf16) * FWD_MMA_BQ * LDH;
+    static constexpr size_t A = 0;
+    static constexpr size_t B = attn_align(A + REGION);
+    static constexpr size_t LB = attn_align(B + REGION);
+    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
 };
 
 /* s = the tile's logits in base 2 (element e of s[n]: row row[e >> 1], key
@@ -63,27 +74,30 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
 
 template <int DP>
 static __global__ void __launch_bounds__(FWD_MMA_NT)
-    attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
-                        const float *__restrict__ k, const float *__restrict__ v,
+    attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const sg_bf16 *__restrict__ qp,
+                        const sg_bf16 *__restrict__ kp, const sg_bf16 *__restrict__ vp,
                         const float *__restrict__ sink, const float *__restrict__ logbias,
-                        AttnGeom g) {
+                        sg_bf16 *__restrict__ twin, AttnGeom g) {
     typedef FwdMmaLayout<DP> L;
     constexpr int NF = DP / 16;      /* k-steps over the head dim */
     constexpr int NS = ATTN_BK / 16; /* 16-key strips of a tile */
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    sg_bf16 *Qs = reinterpret_cast<sg_bf16 *>(attn_smem + L::Q);
-    sg_bf16 *Ks = reinterpret_cast<sg_bf16 *>(attn_smem + L::K);
-    sg_bf16 *Vs = reinterpret_cast<sg_bf16 *>(attn_smem + L::V);
-    float *lbs = reinterpret_cast<float *>(attn_smem + L::LB);
+    sg_bf16 *const bufB = reinterpret_cast<sg_bf16 *>(attn_smem + L::B);
+    sg_bf16 *const bufA = reinterpret_cast<sg_bf16 *>(attn_smem + L::A);
+    float *const lbuf = reinterpret_cast<float *>(attn_smem + L::LB);
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
     const int q0 = qt * FWD_MMA_BQ, T = g.T;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const long slice = bh * g.Tp * DP;
+    const sg_bf16 *kh = kp + slice, *vh = vp + slice;
     const float *lb = logbias ? logbias + bh * T : nullptr;
     const int wq0 = q0 + warp * 16, wlast = wq0 + 15;
     const bool active = wq0 < T; /* warp-uniform */
     const int row[2] = {wq0 + gq, wq0 + gq + 8}; /* this lane's queries */
+    /* key tiles up to the block's last query (or T - 1) */
+    const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
 
     const float c0 = g.phantom ? (sink ? sink[h] : 0.f) * ATTN_LOG2E : -INFINITY;
     float m[2] = {c0, c0};
@@ -93,90 +107,110 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
-    attn_load_tile<FWD_MMA_BQ, DP, L::LDH, FWD_MMA_NT>(Qs, q + row0 * g.q_stride + ho, g.q_stride, q0, T, g.d,
-                                                      g.vec);
+    /* Q into region A and key tile 0 into buffer 0 (region B), one group */
+    attn_cp_tile<FWD_MMA_BQ, DP, L::LDH, FWD_MMA_NT>(bufA, qp + slice, q0);
+    attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(bufB, kh, 0);
+    attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(bufB + ATTN_BK * L::LDH, vh, 0);
+    tc_cp_commit();
+    attn_load_bias(lbuf, lb, 0, T);
+    tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[NF][4];
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk)
-        tc_load_a<L::LDH>(qa[kk], Qs, warp * 16, kk * 16, lane);
+        tc_load_a<L::LDH>(qa[kk], bufA, warp * 16, kk * 16, lane);
+    __syncthreads(); /* region A is free: the second K/V buffer from now on */
 
-    /* key tiles up to the block's last query (or T - 1) */
-    const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
     for (int kt = 0; kt <= last_kt; ++kt) {
-        const int k0 = kt * ATTN_BK;
-        attn_next_kv<DP, L::LDH, FWD_MMA_NT>(Ks, Vs, lbs, k + row0 * g.k_stride + ho, v + row0 * g.v_stride + ho, lb,
-                                             k0, g);
+        const int k0 = kt * ATTN_BK, cur = kt & 1;
+        /* fetch tile kt + 1 into the other buffer while this one is used;
+         * that buffer's last readers (tile kt - 1) passed the barrier at the
+         * end of the previous step */
+        if (kt < last_kt) {
+            sg_bf16 *nb = cur ? bufB : bufA;
+            attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(nb, kh, k0 + ATTN_BK);
+            attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(nb + ATTN_BK * L::LDH, vh, k0 + ATTN_BK);
+            tc_cp_commit();
+            attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
+        } else {
+            tc_cp_wait<0>();
+        }
+        __syncthreads(); /* every thread's copies of tile kt are visible */
+        const sg_bf16 *Ks = cur ? bufA : bufB, *Vs = Ks + ATTN_BK * L::LDH;
+        const float *lbs = lbuf + cur * ATTN_BK;
+
         /* a warp whose queries all precede the tile has nothing in it */
-        if (!active || k0 > wlast) continue;
+        if (active && k0 <= wlast) {
+            /* S: s[n] covers keys k0 + 8n .. k0 + 8n + 7.  Strips wholly past
+             * the warp's last query are not computed (they are masked below
+             * for every row). */
+            float s[2 * NS][4];
+#pragma unroll
+            for (int st = 0; st < NS; ++st) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[2 * st][e] = s[2 * st + 1][e] = 0.f;
+                if (k0 + st * 16 > wlast) continue;
+#pragma unroll
+                for (int kk = 0; kk < NF; ++kk) {
+                    tc_reg kb[4];
+                    tc_load_bt<L::LDH>(kb, Ks, st * 16, kk * 16, lane);
+                    tc_mma(s[2 * st], qa[kk], kb);
+                    tc_mma(s[2 * st + 1], qa[kk], kb + 2);
+                }
+            }
 
-        /* S: s[n] covers keys k0 + 8n .. k0 + 8n + 7.  Strips wholly past
-         * the warp's last query are not computed (they are masked below for
-         * every row). */
-        float s[2 * NS][4];
+            /* Online softmax in base 2 */
+            float mx[2] = {m[0], m[1]};
+            if (k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T)
+                attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
+            else attn_fwd_logits<false>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
+            float alpha[2], mu[2];
 #pragma unroll
-        for (int st = 0; st < NS; ++st) {
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
+                 * never exp2(-inf + inf) = NaN */
+                mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
+                alpha[r] = exp2f(m[r] - mu[r]);
+            }
+            float ps[2] = {0.f, 0.f};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) s[2 * st][e] = s[2 * st + 1][e] = 0.f;
-            if (k0 + st * 16 > wlast) continue;
+            for (int n = 0; n < 2 * NS; ++n)
 #pragma unroll
-            for (int kk = 0; kk < NF; ++kk) {
-                tc_reg kb[4];
-                tc_load_bt<L::LDH>(kb, Ks, st * 16, kk * 16, lane);
-                tc_mma(s[2 * st], qa[kk], kb);
-                tc_mma(s[2 * st + 1], qa[kk], kb + 2);
+                for (int e = 0; e < 4; ++e) {
+                    const float p = exp2f(s[n][e] - mu[e >> 1]);
+                    s[n][e] = p;
+                    ps[e >> 1] += p;
+                }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                l[r] = fmaf(l[r], alpha[r], ps[r]);
+                m[r] = mx[r];
+            }
+#pragma unroll
+            for (int n = 0; n < DP / 8; ++n) {
+                o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+            }
+
+            /* O += P V, P as the A operand straight from the accumulators */
+#pragma unroll
+            for (int st = 0; st < NS; ++st) {
+                if (k0 + st * 16 > wlast) continue;
+                tc_reg pa[4];
+                tc_acc_to_a(pa, s + 2 * st);
+#pragma unroll
+                for (int nd = 0; nd < NF; ++nd) {
+                    tc_reg vb[4];
+                    tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, lane);
+                    tc_mma(o[2 * nd], pa, vb);
+                    tc_mma(o[2 * nd + 1], pa, vb + 2);
+                }
             }
         }
-
-        /* Online softmax in base 2 */
-        float mx[2] = {m[0], m[1]};
-        if (k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T)
-            attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
-        else attn_fwd_logits<false>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
-        float alpha[2], mu[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
-             * never exp2(-inf + inf) = NaN */
-            mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-            alpha[r] = exp2f(m[r] - mu[r]);
-        }
-        float ps[2] = {0.f, 0.f};
-#pragma unroll
-        for (int n = 0; n < 2 * NS; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float p = exp2f(s[n][e] - mu[e >> 1]);
-                s[n][e] = p;
-                ps[e >> 1] += p;
-            }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            l[r] = fmaf(l[r], alpha[r], ps[r]);
-            m[r] = mx[r];
-        }
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n) {
-            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-        }
-
-        /* O += P V, P as the A operand straight from the accumulators */
-#pragma unroll
-        for (int st = 0; st < NS; ++st) {
-            if (k0 + st * 16 > wlast) continue;
-            tc_reg pa[4];
-            tc_acc_to_a(pa, s + 2 * st);
-#pragma unroll
-            for (int nd = 0; nd < NF; ++nd) {
-                tc_reg vb[4];
-                tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, lane);
-                tc_mma(o[2 * nd], pa, vb);
-                tc_mma(o[2 * nd + 1], pa, vb + 2);
-            }
-        }
+        if (kt < last_kt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
     }
 
     if (!active) return;
@@ -190,7 +224,8 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
     for (int n = 0; n < DP / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[n][e] *= inv[e >> 1];
-    tc_store_rows<DP>(out + row0 * g.o_stride + ho, g.o_stride, o, wq0, T, g.d, 1.f, lane);
+    tc_store_rows<DP>(out + row0 * g.o_stride + ho, g.o_stride, o, wq0, T, g.d, 1.f, lane,
+                      twin ? twin + row0 * g.o_stride + ho : nullptr);
     /* LSE_i = m_i + log l_i, back in natural log */
     if (tq == 0)
 #pragma unroll
@@ -198,17 +233,78 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
             if (row[r] < T) lse[bh * T + row[r]] = (m[r] + log2f(l[r])) * ATTN_LN2;
 }
 
+/* ---- packing (attention_cuda.h, attn_pack) ------------------------------ */
+
+static constexpr int PACK_NT = 256;
+
+/* 8 bf16, stored with one 16-byte write */
+struct __align__(16) AttnPack8 {
+    __nv_bfloat162 v[4];
+};
+
+/* Thread idx writes elements 8c .. 8c+7 of packed row idx / (DP/8) of
+ * tensor blockIdx.y: consecutive threads write consecutive 16-byte chunks,
+ * and read the matching 32 bytes of the fp32 row. */
 template <int DP>
-static void attn_fwd_mma_launch(real *out, real *lse, const real *q, const real *k, const real *v,
-                                const AttnArgs *a, const AttnGeom &g) {
-    const size_t smem = FwdMmaLayout<DP>::BYTES;
+static __global__ void __launch_bounds__(PACK_NT)
+    attn_pack_kernel(sg_bf16 *__restrict__ dst, AttnPackSrc src, AttnGeom g) {
+    constexpr int CH = DP / 8;
+    const long per = (long)g.B * g.H * g.Tp * CH; /* chunks per tensor */
+    const long idx = (long)blockIdx.x * PACK_NT + threadIdx.x;
+    if (idx >= per) return;
+    const int which = blockIdx.y, c = (int)(idx % CH) * 8;
+    const long prow = idx / CH, bh = prow / g.Tp;
+    const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
+    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (t < g.T && c < g.d) {
+        /* selected, not indexed: a dynamic index into the parameter would
+         * copy it to local memory */
+        const float *p = which == 0 ? src.p[0] : which == 1 ? src.p[1] : which == 2 ? src.p[2] : src.p[3];
+        const int stride = which == 0   ? src.stride[0]
+                           : which == 1 ? src.stride[1]
+                           : which == 2 ? src.stride[2]
+                                        : src.stride[3];
+        const float *s = p + ((long)b * g.T + t) * stride + (long)h * g.d + c;
+        if (src.vec && c + 8 <= g.d) {
+            const float4 lo = reinterpret_cast<const float4 *>(s)[0], hi = reinterpret_cast<const float4 *>(s)[1];
+            x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+            x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                if (c + e < g.d) x[e] = s[e];
+        }
+    }
+    AttnPack8 o;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
+    reinterpret_cast<AttnPack8 *>(dst + (size_t)which * per * 8)[idx] = o;
+}
+
+void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
+    attn_by_dpad(g.d, [&](auto dp) {
+        constexpr int DP = decltype(dp)::value;
+        const long per = (long)g.B * g.H * g.Tp * (DP / 8);
+        attn_pack_kernel<DP><<<dim3((unsigned)((per + PACK_NT - 1) / PACK_NT), (unsigned)n), PACK_NT, 0,
+                               sg_stream()>>>(dst, src, g);
+        CUDA_LAUNCHED();
+    });
+}
+
+template <int DP>
+static void attn_fwd_mma_launch(real *out, real *lse, const sg_bf16 *pack, sg_bf16 *twin, const AttnArgs *a,
+                                const AttnGeom &g) {
+    const size_t smem = FwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
     attn_smem_attr(attn_fwd_mma_kernel<DP>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
-    attn_fwd_mma_kernel<DP><<<grid, FWD_MMA_NT, smem, sg_stream()>>>(out, lse, q, k, v, a->sink, a->logbias, g);
+    attn_fwd_mma_kernel<DP><<<grid, FWD_MMA_NT, smem, sg_stream()>>>(out, lse, pack, pack + n, pack + 2 * n, a->sink,
+                                                                     a->logbias, twin, g);
     CUDA_LAUNCHED();
 }
 
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
-                  const AttnGeom &g) {
-    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_mma_launch<decltype(dp)::value>(out, lse, q, k, v, a, g); });
+                  const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin) {
+    const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
+    attn_pack(pack, 3, src, g);
+    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_mma_launch<decltype(dp)::value>(out, lse, pack, twin, a, g); });
 }

@@ -56,6 +56,21 @@ static __device__ __forceinline__ void tc_ldsm_x4_trans(tc_reg r[4], const __nv_
                  : "r"(a));
 }
 
+/* Asynchronous copies (sm_80's cp.async): 8 bf16 (16 bytes) from global
+ * to shared memory, both 16-byte aligned, bypassing the registers and L1
+ * (.cg).  A thread's copies form groups (tc_cp_commit); tc_cp_wait<N>
+ * returns once all but the newest N of its groups have landed.  Another
+ * thread sees the data only after that wait and a barrier. */
+static __device__ __forceinline__ void tc_cp8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void tc_cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* d += a b: A 16 x 16, B 16 x 8, fp32 accumulators.  Not volatile: it
  * touches nothing but its operands, so the compiler may schedule it freely
  * (the loads are volatile: they read shared memory, which the asm cannot

@@ -46,6 +46,8 @@ void cuda_op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsink, rea
                                   const AttnArgs *a);
 void cuda_op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a);
 void cuda_op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a);
+void cuda_op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
+long sg_matmul_casts_skipped(void); /* kernels/cuda/matmul.cu */
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -94,6 +96,23 @@ static void test_attention(const AttnCase &c) {
     cuda_op_attention_fwd(o.p(), lse.p(), qkv.p(), qkv.p() + C, v, &a);
     same("o", strided(o.p(), rows, C, os, 0), strided(o_r.p(), rows, C, os, 0), g_bf16);
     same("lse", flat(lse.p(), nl), flat(lse_r.p(), nl), g_bf16);
+    if (os == C) {
+        /* Whole rows: the forward also wrote o's bf16 twin, which the next
+         * matmul (the attention projection) reads instead of casting o.  It
+         * must be taken, and give the bits of the cast: the same matmul on
+         * a copy of o at another address, which has no twin. */
+        const int N = 24;
+        const uint64_t ctr = g_ctr; /* the next cases' inputs stay what they were */
+        Buf w = normal((long)N * C, 0.3), y(rows * N), y_ref(rows * N), o_copy = o;
+        g_ctr = ctr;
+        const long skipped = sg_matmul_casts_skipped();
+        cuda_op_matmul_fwd(y.p(), o.p(), w.p(), (int)rows, C, N);
+        CHECK(sg_matmul_casts_skipped() - skipped == 1, "%s: the projection did not take o's twin (%ld casts skipped)",
+              g_tag.c_str(), sg_matmul_casts_skipped() - skipped);
+        cuda_op_matmul_fwd(y_ref.p(), o_copy.p(), w.p(), (int)rows, C, N);
+        CHECK(!memcmp(y.p(), y_ref.p(), sizeof(float) * rows * N),
+              "%s: the projection through o's twin differs from the cast's bits", g_tag.c_str());
+    }
 
     /* each backward from its own forward, as test_gpu_ops */
     Buf dqkv_r(nqkv, 0.f), dv_r(c.vsep ? nv : 0, 0.f), ds_r = dsink0, dlb_r(nl, 0.f);
@@ -274,6 +293,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[1], "--as-set")) g_as_set = true;
     const char *filter = battery_args("attention_emu_test", "[--fp32] [--as-set] SEED DIGESTS [FILTER]", argc, argv);
     if (!filter) return 2;
+    unsetenv("SG_MATMUL_KEEP"); /* twins on: test_attention checks the output's */
     Cases cases(filter, 11);
     char tag[128];
 

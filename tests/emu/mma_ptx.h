@@ -22,6 +22,8 @@
 #include "cuda_bf16.h"
 #include "emu_threads.h"
 
+#include <vector>
+
 typedef __nv_bfloat162 tc_reg;
 
 inline tc_reg tc_pack(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
@@ -59,6 +61,73 @@ inline void tc_ldsm(tc_reg r[4], const __nv_bfloat16 *row, bool trans) {
 
 inline void tc_ldsm_x4(tc_reg r[4], const __nv_bfloat16 *row) { emu::tc_ldsm(r, row, false); }
 inline void tc_ldsm_x4_trans(tc_reg r[4], const __nv_bfloat16 *row) { emu::tc_ldsm(r, row, true); }
+
+/* cp.async: a copy lands at a moment the hardware is free to choose, from
+ * the issue to the wait that covers its group.  Each copy here takes one of
+ * the two extremes, at random: at once, which shows a copy issued into a
+ * tile that another warp still reads (a missing barrier before the issue),
+ * or only at the wait, which shows a read before the wait or before the
+ * barrier after it (the other threads' copies are not there yet).  The
+ * choice mixes a counter with the scheduler's switch count, so that two
+ * scheduler seeds make different choices.  Checked: both addresses 16-byte
+ * aligned (8 elements), the destination inside the launched dynamic shared
+ * memory, and no copy of one block left pending when the next block of the
+ * launch issues its own (a kernel must wait for all it issued). */
+namespace emu {
+extern long switches;
+struct CpCopy {
+    __nv_bfloat16 *dst;
+    const __nv_bfloat16 *src;
+};
+struct CpThread {
+    std::vector<std::vector<CpCopy>> groups; /* committed, oldest first */
+    std::vector<CpCopy> open;                /* issued since the last commit */
+    emu_uint3 block;                         /* the block that issued them */
+};
+inline CpThread cp_threads[1024];
+inline unsigned long cp_draws;
+
+inline void cp_land(const CpCopy &c) {
+    for (int e = 0; e < 8; e++) c.dst[e] = c.src[e];
+}
+inline CpThread &cp_thread() {
+    CpThread &t = cp_threads[cur->warp * 32 + cur->lane];
+    const bool pending = !t.open.empty() || !t.groups.empty();
+    if (pending && (t.block.x != g_blockIdx.x || t.block.y != g_blockIdx.y || t.block.z != g_blockIdx.z)) {
+        fprintf(stderr, "emu cp.async: a block ended with copies it never waited for\n");
+        abort();
+    }
+    t.block = g_blockIdx;
+    return t;
+}
+}  // namespace emu
+
+inline void tc_cp8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
+    const size_t chunk = 8 * sizeof(__nv_bfloat16);
+    const unsigned char *lo = (const unsigned char *)dst, *hi = (const unsigned char *)(dst + 8);
+    if ((uintptr_t)dst % chunk || (uintptr_t)src % chunk || lo < emu::smem_lo || hi > emu::smem_hi) {
+        fprintf(stderr, "emu cp.async: %p <- %p not 16-byte aligned or outside the dynamic shared memory\n",
+                (void *)dst, (const void *)src);
+        abort();
+    }
+    emu::CpThread &t = emu::cp_thread();
+    const unsigned long r = (++emu::cp_draws + (unsigned long)emu::switches) * 0x9e3779b97f4a7c15ul;
+    if (r >> 63) emu::cp_land({dst, src});
+    else t.open.push_back({dst, src});
+}
+inline void tc_cp_commit() {
+    emu::CpThread &t = emu::cp_thread();
+    t.groups.push_back(std::move(t.open));
+    t.open.clear();
+}
+template <int N>
+inline void tc_cp_wait() {
+    emu::CpThread &t = emu::cp_thread();
+    while (t.groups.size() > (size_t)N) {
+        for (const emu::CpCopy &c : t.groups.front()) emu::cp_land(c);
+        t.groups.erase(t.groups.begin());
+    }
+}
 
 /* d += a b: A (16 x 16) element (i, k) is half k & 1 of register
  * (i >= 8) + 2 (k >= 8) of lane 4 (i & 7) + ((k & 7) >> 1); B (16 x 8)
