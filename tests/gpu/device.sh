@@ -12,8 +12,10 @@
 # there is never shadowed.  Logs and the benchmark's files come back under
 # $OUT as test-gpu.log, bench-gpu.log and bench-gpu.tgz.  DEVICE_AB="VAR=value"
 # adds a 124M run of bench_gpu with that setting, for a comparison within
-# the same run; by default SG_ATTN=mma, the attention tiles that have not
-# yet been timed in whole training steps (DEVICE_AB= turns it off).
+# the same run (several: separated by ';'); by default SG_ATTN=mma, the
+# attention tiles that have not yet been timed in whole training steps, and
+# that again without the matmuls' bf16 copies and twins (SG_MATMUL_KEEP=0).
+# DEVICE_AB= turns it off.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -46,10 +48,18 @@ grep -E "FAIL|trajectory|passed" "$OUT/test-gpu.log" | head -n 40
 t0=$SECONDS
 OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-240} bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
-DEVICE_AB=${DEVICE_AB-SG_ATTN=mma}
-if [ -n "$DEVICE_AB" ]; then # the same 124M steps with a switch flipped (e.g. SG_MATMUL_KEEP=0)
-    env $DEVICE_AB timeout 60 "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn >/tmp/bench-gpu/ab.txt 2>&1
-    echo "with $DEVICE_AB:"; grep -A1 "^124M" /tmp/bench-gpu/ab.txt
-fi
+# the same 124M steps with switches flipped: settings separated by ';', each
+# one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0")
+DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0}
+n=0
+IFS=';' read -ra settings <<<"$DEVICE_AB"
+for setting in "${settings[@]}"; do
+    [ -n "${setting// /}" ] || continue
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    env $setting timeout 60 "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn >/tmp/bench-gpu/ab$n.txt 2>&1
+    echo "with $setting:"
+    grep -A1 "^124M" /tmp/bench-gpu/ab$n.txt
+done
 tar czf "$OUT/bench-gpu.tgz" -C /tmp bench-gpu
 tail -n 30 "$OUT/bench-gpu.log"
