@@ -3,14 +3,21 @@
  *   dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dxhat = dy w
  *   dw += sum_rows dy xhat,  db += sum_rows dy
  * One warp per row; row statistics in fp32 with a two-pass variance (the
- * row is re-read from L1/L2, not cancelled in one pass).  dw/db: each block
- * writes per-column partial sums over its rows, and a second kernel adds
- * the partials in a fixed order: deterministic, no atomics.
+ * second pass over the row, not one pass's cancelling sums).  dw/db: each
+ * block writes per-column partial sums over its rows, and a second kernel
+ * adds the partials in a fixed order: deterministic, no atomics.  Rows of
+ * C <= 1024 with 4 | C (every model's) take the register path below, which
+ * holds the row in registers and forms the dw/db partials in the dx kernel;
+ * other widths take the scalar kernels, which re-read the row from L1/L2.
  *
  * y is the next matmul's x (qkv, fc) and the accumulated dx its dout
  * (fc_proj, attn_proj: src/model.c's backward), so the kernels that write
  * them also write their bf16 twins t (cuda_common.h, sg_twin_begin; NULL:
  * none), from the float they store. */
+#include <stdint.h>
+
+#include <type_traits>
+
 #include "cuda_common.h"
 
 enum { WARPS = 8, ROWS_PER_BLOCK = 64 };
@@ -134,11 +141,224 @@ __global__ void ln_bwd_sum_k(float *dw, float *db, const float *part, int nblk, 
     if (db) db[c] += sb;
 }
 
+/* ---- the register path: C % 4 == 0 and C <= 128 LN_MAX_NV ---------------
+ * A warp still owns a row, but holds it in registers: lane l takes the
+ * float4 j = l + 32 k (k < NV) of the row, columns 4j .. 4j+3, so each of
+ * the NV loads of a warp is 512 contiguous bytes, and the statistics'
+ * second pass and the output pass read registers, not L1.  The backward
+ * also forms the dw/db partials from those registers (a lane's columns are
+ * the same in every row), so it reads dy and x once instead of twice.
+ *
+ * The sums run in one order whatever the loads: a lane adds its groups in
+ * k order, each group as (e0 + e1) + (e2 + e3), then the butterfly.  A
+ * tensor that is not 16-byte aligned is read with scalar loads (LOAD4
+ * false) into the same groups, so op_residual_layernorm_fwd gives the bits
+ * of op_add then op_layernorm_fwd whichever of them can use float4. */
+enum { LN_MAX_NV = 8 };
+
+template <bool LOAD4>
+__device__ __forceinline__ float4 ln_ld4(const float *p) {
+    if (LOAD4) return *reinterpret_cast<const float4 *>(p);
+    return make_float4(p[0], p[1], p[2], p[3]);
+}
+template <bool LOAD4>
+__device__ __forceinline__ void ln_st4(float *p, float4 v) {
+    if (LOAD4) {
+        *reinterpret_cast<float4 *>(p) = v;
+    } else {
+        p[0] = v.x, p[1] = v.y, p[2] = v.z, p[3] = v.w;
+    }
+}
+/* the bf16 of four floats: 8 bytes, aligned when the twin is (4 | C) */
+__device__ __forceinline__ void ln_st_twin(__nv_bfloat16 *t, float4 v) {
+    __nv_bfloat162 lo, hi;
+    lo.x = sg_cast_bf16(v.x), lo.y = sg_cast_bf16(v.y);
+    hi.x = sg_cast_bf16(v.z), hi.y = sg_cast_bf16(v.w);
+    __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(t);
+    p[0] = lo, p[1] = hi;
+}
+__device__ __forceinline__ float ln_sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+/* y = (x - mean) rstd w + b for a row held as x[k] (slots j < n4), after
+ * the lane sums s of x; writes y, its twin t (or NULL), mean and rstd. */
+template <int NV, bool LOAD4>
+__device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *mean, float *rstd, const float4 (&x)[NV],
+                                           float s, const float *w, const float *b, int C, int lane) {
+    const int n4 = C / 4;
+    const float mu = warp_sum(s) / C;
+    float v = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (lane + 32 * k < n4) {
+            const float a = x[k].x - mu, bb = x[k].y - mu, c = x[k].z - mu, d = x[k].w - mu;
+            v += (a * a + bb * bb) + (c * c + d * d);
+        }
+    const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        if (j >= n4) continue;
+        const float4 wv = ln_ld4<LOAD4>(w + 4 * j), bv = b ? ln_ld4<LOAD4>(b + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 yv = make_float4((x[k].x - mu) * r * wv.x + bv.x, (x[k].y - mu) * r * wv.y + bv.y,
+                                      (x[k].z - mu) * r * wv.z + bv.z, (x[k].w - mu) * r * wv.w + bv.w);
+        ln_st4<LOAD4>(y + 4 * j, yv);
+        if (t) ln_st_twin(t + 4 * j, yv);
+    }
+    if (lane == 0) {
+        *mean = mu;
+        *rstd = r;
+    }
+}
+
+template <int NV, bool LOAD4>
+__global__ void __launch_bounds__(WARPS * 32)
+    ln_fwd_reg_k(float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *inp, const float *w,
+                 const float *b, int N, int C) {
+    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
+    if (row >= N) return;
+    const size_t o = (size_t)row * C;
+    float4 x[NV];
+    float s = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        x[k] = j < n4 ? ln_ld4<LOAD4>(inp + o + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j < n4) s += ln_sum4(x[k]);
+    }
+    ln_row_reg<NV, LOAD4>(out + o, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, b, C, lane);
+}
+
+/* res = a + b, then LayerNorm of it: the bits of op_add then ln_fwd_reg_k.
+ * Every element of a and b is read before res is written, by the same
+ * thread, so res may be a or b. */
+template <int NV, bool LOAD4>
+__global__ void __launch_bounds__(WARPS * 32)
+    res_ln_fwd_reg_k(float *res, float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *a,
+                     const float *b, const float *w, const float *bias, int N, int C) {
+    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
+    if (row >= N) return;
+    const size_t o = (size_t)row * C;
+    float4 x[NV];
+    float s = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        x[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j >= n4) continue;
+        const float4 av = ln_ld4<LOAD4>(a + o + 4 * j), bv = ln_ld4<LOAD4>(b + o + 4 * j);
+        x[k] = make_float4(av.x + bv.x, av.y + bv.y, av.z + bv.z, av.w + bv.w);
+        ln_st4<LOAD4>(res + o + 4 * j, x[k]);
+        s += ln_sum4(x[k]);
+    }
+    ln_row_reg<NV, LOAD4>(out + o, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, bias, C, lane);
+}
+
+/* The backward's dx (and its twin) for the ROWS_PER_BLOCK rows of a block,
+ * warp w taking rows w, w + 8, ..., and the block's dw/db partials, as
+ * ln_bwd_part_k writes them: each lane adds dy xhat and dy over the warp's
+ * rows in row order for its columns, then the block adds its 8 warps' sums
+ * in warp order through shared memory (WARPS C floats, dw's then db's). */
+template <int NV, bool LOAD4>
+__global__ void __launch_bounds__(WARPS * 32)
+    ln_bwd_reg_k(float *dinp, __nv_bfloat16 *twin, float *part, const float *dout, const float *inp, const float *w,
+                 const float *mean, const float *rstd, int N, int C) {
+    extern __shared__ float ln_sh[]; /* [WARPS][C] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
+    const int r0 = blockIdx.x * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < N ? r0 + ROWS_PER_BLOCK : N;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 wv[NV], sw[NV], sb[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        wv[k] = j < n4 ? ln_ld4<LOAD4>(w + 4 * j) : zero;
+        sw[k] = sb[k] = zero;
+    }
+    for (int row = r0 + warp; row < r1; row += WARPS) {
+        const size_t o = (size_t)row * C;
+        const float m = mean[row], r = rstd[row];
+        float4 xh[NV], dy[NV];
+        float sd = 0, sdx = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = lane + 32 * k;
+            const bool in = j < n4;
+            const float4 xv = in ? ln_ld4<LOAD4>(inp + o + 4 * j) : zero;
+            dy[k] = in ? ln_ld4<LOAD4>(dout + o + 4 * j) : zero;
+            xh[k] = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
+            const float4 g = make_float4(dy[k].x * wv[k].x, dy[k].y * wv[k].y, dy[k].z * wv[k].z, dy[k].w * wv[k].w);
+            if (in) {
+                sd += ln_sum4(g);
+                sdx += (g.x * xh[k].x + g.y * xh[k].y) + (g.z * xh[k].z + g.w * xh[k].w);
+            }
+        }
+        const float md = warp_sum(sd) / C, mdx = warp_sum(sdx) / C;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = lane + 32 * k;
+            if (j >= n4) continue;
+            const float4 d0 = ln_ld4<LOAD4>(dinp + o + 4 * j), g = dy[k], x = xh[k];
+            const float4 dv = make_float4(d0.x + r * (g.x * wv[k].x - md - x.x * mdx),
+                                          d0.y + r * (g.y * wv[k].y - md - x.y * mdx),
+                                          d0.z + r * (g.z * wv[k].z - md - x.z * mdx),
+                                          d0.w + r * (g.w * wv[k].w - md - x.w * mdx));
+            ln_st4<LOAD4>(dinp + o + 4 * j, dv);
+            if (twin) ln_st_twin(twin + o + 4 * j, dv);
+            sw[k].x += g.x * x.x, sw[k].y += g.y * x.y, sw[k].z += g.z * x.z, sw[k].w += g.w * x.w;
+            sb[k].x += g.x, sb[k].y += g.y, sb[k].z += g.z, sb[k].w += g.w;
+        }
+    }
+    float *out = part + (size_t)blockIdx.x * 2 * C;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        if (half) __syncthreads(); /* every thread has read the dw sums */
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = lane + 32 * k;
+            if (j < n4) *reinterpret_cast<float4 *>(ln_sh + warp * C + 4 * j) = half ? sb[k] : sw[k];
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < C; c += WARPS * 32) {
+            float t = 0;
+            for (int wi = 0; wi < WARPS; wi++) t += ln_sh[wi * C + c];
+            out[half * C + c] = t;
+        }
+    }
+}
+
+/* f(integral_constant NV) for the register path's row width, NV float4 per
+ * lane, C <= 128 NV; false if C takes the scalar kernels. */
+template <class F>
+static bool ln_by_width(int C, F &&f) {
+    if (C % 4 || C <= 0 || C > 128 * LN_MAX_NV) return false;
+    switch ((C + 127) / 128) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    case 4: f(std::integral_constant<int, 4>()); break;
+    case 5: f(std::integral_constant<int, 5>()); break;
+    case 6: f(std::integral_constant<int, 6>()); break;
+    case 7: f(std::integral_constant<int, 7>()); break;
+    default: f(std::integral_constant<int, 8>()); break;
+    }
+    return true;
+}
+static inline bool ln_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                                  int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(out, (long)N * C);
-    ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp, w, b, N, C);
+    const bool v4 = ln_aligned(out) && ln_aligned(inp) && ln_aligned(w) && (!b || ln_aligned(b));
+    const bool reg = ln_by_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (v4)
+            ln_fwd_reg_k<NV, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp,
+                                                                                       w, b, N, C);
+        else
+            ln_fwd_reg_k<NV, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp,
+                                                                                        w, b, N, C);
+    });
+    if (!reg) ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp, w, b, N, C);
     CUDA_LAUNCHED();
     if (twin) sg_twin_written(out, (long)N * C);
 }
@@ -147,8 +367,20 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
                                           const real *b, const real *w, const real *bias, int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(out, (long)N * C);
-    res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean, rstd, a, b, w, bias, N,
-                                                                    C);
+    const bool v4 = ln_aligned(res) && ln_aligned(out) && ln_aligned(a) && ln_aligned(b) && ln_aligned(w) &&
+                    (!bias || ln_aligned(bias));
+    const bool reg = ln_by_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (v4)
+            res_ln_fwd_reg_k<NV, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean,
+                                                                                           rstd, a, b, w, bias, N, C);
+        else
+            res_ln_fwd_reg_k<NV, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean,
+                                                                                            rstd, a, b, w, bias, N, C);
+    });
+    if (!reg)
+        res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean, rstd, a, b, w, bias, N,
+                                                                        C);
     CUDA_LAUNCHED();
     if (twin) sg_twin_written(out, (long)N * C);
 }
@@ -157,12 +389,25 @@ extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dou
                                  const real *mean, const real *rstd, int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(dinp, (long)N * C);
-    ln_bwd_dx_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(dinp, twin, dout, inp, w, mean, rstd, N, C);
-    CUDA_LAUNCHED();
     int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)nblk * 2 * C * sizeof(float));
-    dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
-    ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
+    const bool v4 = ln_aligned(dinp) && ln_aligned(dout) && ln_aligned(inp) && ln_aligned(w);
+    const size_t shmem = sizeof(float) * WARPS * (size_t)C; /* <= 32 KiB */
+    const bool reg = ln_by_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (v4)
+            ln_bwd_reg_k<NV, true><<<(unsigned)nblk, WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout, inp,
+                                                                                      w, mean, rstd, N, C);
+        else
+            ln_bwd_reg_k<NV, false><<<(unsigned)nblk, WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout, inp,
+                                                                                       w, mean, rstd, N, C);
+    });
+    if (!reg) {
+        ln_bwd_dx_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(dinp, twin, dout, inp, w, mean, rstd, N, C);
+        CUDA_LAUNCHED();
+        dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
+        ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
+    }
     CUDA_LAUNCHED();
     ln_bwd_sum_k<<<sg_blocks(C, WARPS), WARPS * 32, 0, sg_stream()>>>(dw, db, part, nblk, C);
     CUDA_LAUNCHED();

@@ -138,18 +138,28 @@ static void test_sumsq(long n) {
 
 /* As test_gpu_ops's test_layernorm: x ~ N(0, 2), w and b ~ N(0, 1); each
  * backward from its own forward's mean and rstd, into random dinp, dw, db. */
-static void test_layernorm(int N, int C, int bias) {
+/* b's values at an address 4 bytes past a 16-byte boundary: the kernels'
+ * scalar loads in place of float4 */
+static Buf shifted(const Buf &b) {
+    Buf m(b.n, 0.f, Buf::G + 1);
+    memcpy(m.p(), b.p(), sizeof(float) * b.n);
+    return m;
+}
+
+/* mis: x, dy and dx (forward: x and y) at shifted addresses */
+static void test_layernorm(int N, int C, int bias, int mis) {
     const long n = (long)N * C;
     Buf x = normal(n, 2), w = normal(C, 1), b = normal(bias ? C : 0, 1), dy = normal(n, 1);
+    if (mis) x = shifted(x), dy = shifted(dy);
     const Buf x0 = x, w0 = w, b0 = b, dy0 = dy;
-    Buf y_r(n), mu_r(N), rs_r(N), y(n), mu(N), rs(N);
+    Buf y_r(n), mu_r(N), rs_r(N), y = mis ? shifted(Buf(n)) : Buf(n), mu(N), rs(N);
     op_layernorm_fwd(y_r.p(), mu_r.p(), rs_r.p(), x.p(), w.p(), bias ? b.p() : nullptr, N, C);
     cuda_op_layernorm_fwd(y.p(), mu.p(), rs.p(), x.p(), w.p(), bias ? b.p() : nullptr, N, C);
     same("out", y, y_r, false);
     same("mean", mu, mu_r, false);
     same("rstd", rs, rs_r, false);
     Buf dx_r = normal(n, 1), dw_r = normal(C, 1), db_r = normal(C, 1);
-    Buf dx = dx_r, dw = dw_r, db = db_r;
+    Buf dx = mis ? shifted(dx_r) : dx_r, dw = dw_r, db = db_r;
     op_layernorm_bwd(dx_r.p(), dw_r.p(), bias ? db_r.p() : nullptr, dy.p(), x.p(), w.p(), mu_r.p(), rs_r.p(), N, C);
     cuda_op_layernorm_bwd(dx.p(), dw.p(), bias ? db.p() : nullptr, dy.p(), x.p(), w.p(), mu.p(), rs.p(), N, C);
     same("dinp (accumulated)", dx, dx_r, false);
@@ -164,9 +174,10 @@ static void test_layernorm(int N, int C, int bias) {
 /* As test_gpu_ops's test_residual_layernorm: against the CPU op, and
  * bitwise against the emulated op_add then op_layernorm_fwd.  alias: 0 res
  * separate, 1 res == a, 2 res == b. */
-static void test_residual_layernorm(int N, int C, int bias, int alias) {
+static void test_residual_layernorm(int N, int C, int bias, int alias, int mis) {
     const long n = (long)N * C;
     Buf a = normal(n, 2), bb = normal(n, 1), w = normal(C, 1), b = normal(bias ? C : 0, 1);
+    if (mis) a = shifted(a); /* the fused op reads a with scalar loads, the composition's LayerNorm with float4 */
     const Buf a0 = a, bb0 = bb, w0 = w, b0 = b;
     const float *bp = bias ? b.p() : nullptr;
     /* the composition, from the untouched inputs */
@@ -454,19 +465,28 @@ int main(int argc, char **argv) {
 
     /* test_gpu_ops's shapes; 2100 rows: more than 32 blocks of 64 rows, so
      * the dw/db reduction's lanes add several partials each */
-    const int lnshape[][3] = {{50, 64, 1}, {300, 768, 0}, {2100, 40, 1}};
+    /* Then the register path's widths and edges: C = 1024 (8 float4 a
+     * lane), 132 (idle lanes in the second float4), 768 with shifted
+     * tensors (scalar loads), 130 rows (a last block of 2 rows); and the
+     * scalar kernels: C = 30 (not a multiple of 4) and C = 1100 (over
+     * 1024). */
+    const int lnshape[][4] = {{50, 64, 1, 0},  {300, 768, 0, 0}, {2100, 40, 1, 0}, {70, 1024, 1, 0},
+                              {33, 132, 0, 0}, {130, 768, 1, 1}, {37, 30, 1, 0},   {40, 1100, 1, 0}};
     for (auto &s : lnshape) {
-        snprintf(tag, sizeof tag, "layernorm N%d C%d bias=%d", s[0], s[1], s[2]);
-        run(tag, [&] { test_layernorm(s[0], s[1], s[2]); });
+        snprintf(tag, sizeof tag, "layernorm N%d C%d bias=%d%s", s[0], s[1], s[2], s[3] ? " shifted" : "");
+        run(tag, [&] { test_layernorm(s[0], s[1], s[2], s[3]); });
     }
     const int rlshape[][3] = {{50, 64, 1}, {301, 768, 0}};
     for (auto &s : rlshape)
         for (int alias = 0; alias <= 2; alias++) {
             snprintf(tag, sizeof tag, "residual_layernorm N%d C%d bias=%d res=%s", s[0], s[1], s[2],
                      alias == 1 ? "a" : alias == 2 ? "b" : "own");
-            run(tag, [&] { test_residual_layernorm(s[0], s[1], s[2], alias); });
+            run(tag, [&] { test_residual_layernorm(s[0], s[1], s[2], alias, 0); });
         }
-    run("residual_layernorm N7 C100 bias=1 res=own", [&] { test_residual_layernorm(7, 100, 1, 0); });
+    run("residual_layernorm N7 C100 bias=1 res=own", [&] { test_residual_layernorm(7, 100, 1, 0, 0); });
+    run("residual_layernorm N50 C64 bias=1 res=own a shifted", [&] { test_residual_layernorm(50, 64, 1, 0, 1); });
+    run("residual_layernorm N9 C30 bias=1 res=own", [&] { test_residual_layernorm(9, 30, 1, 0, 0); });
+    run("residual_layernorm N5 C1100 bias=0 res=b", [&] { test_residual_layernorm(5, 1100, 0, 2, 0); });
 
     /* test_gpu_ops's two (one tile of the sorted order each), then several
      * tiles: test_gpu_ops's draw over 200 positions, the skewed draw (one
