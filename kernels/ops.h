@@ -32,8 +32,9 @@ extern "C" { /* the CUDA backend implements these in .cu files */
 void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
 /* dinp[M,K] = dout[M,N] W[N,K]   (dinp may be NULL)
  * dw[N,K]  += dout^T inp          (acc)
- * inp must hold what it held when op_matmul_fwd last read it, if it did
- * (autograd's order): a backend may reuse the low-precision copy of inp
+ * inp and w must hold what they held when op_matmul_fwd last read them,
+ * if it did (autograd's order: no optimizer step between a forward and
+ * its backward): a backend may reuse the low-precision copies of inp and w
  * that its forward made (kernels/cuda/matmul.cu). */
 void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
                    const real *w, int M, int K, int N);

@@ -156,6 +156,15 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
         check 'cmp -s "$W/nokeep-$name-$arm.st" "$W/emu-$name-$arm-wmma.st"' \
             "$name $arm: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
     done
+    # the mma tiles also write dqkv's twin: an ungated arm (taken), the
+    # routing-slot control (its gate backward makes it stale) and combo2
+    # (v apart: none)
+    for arm in baseline renorm combo2; do
+        SG_ATTN=mma SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
+            -o "$W/nokeep-$name-$arm-mma.st" >/dev/null 2>"$W/grads.log"
+        check 'cmp -s "$W/nokeep-$name-$arm-mma.st" "$W/emu-$name-$arm-mma.st"' \
+            "$name $arm SG_ATTN=mma: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+    done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
 

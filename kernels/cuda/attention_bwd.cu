@@ -430,7 +430,16 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
-    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack);
+    /* dq, dk and dv are the qkv matmul's dout when they are the three parts
+     * of one [B T, 3 H d] row (the unshared q, k, v of every arm but the
+     * value-slot gates'): the mma kernels then also write its bf16 twin
+     * (cuda_common.h).  A gate backward that adds into dv after this op
+     * moves the issue count, and the matmul casts instead. */
+    const long C = (long)H * a->d;
+    const bool whole = dk == dq + C && dv == dq + 2 * C && a->q_stride == 3 * C && a->k_stride == 3 * C &&
+                       a->v_stride == 3 * C;
+    sg_bf16 *twin = mma && whole ? sg_twin_begin(dq, (long)B * T * 3 * C) : nullptr;
+    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, twin);
     else
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
@@ -440,4 +449,5 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
                                                                          nchunk);
         CUDA_LAUNCHED();
     }
+    if (twin) sg_twin_written(dq, (long)B * T * 3 * C);
 }

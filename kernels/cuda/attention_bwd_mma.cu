@@ -106,7 +106,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                              const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
                              const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                              const float *__restrict__ lse, const float *__restrict__ D,
-                             const float *__restrict__ logbias, AttnGeom g) {
+                             const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
+                             AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -212,8 +213,10 @@ static __global__ void __launch_bounds__(ATTN_NT)
         colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
         colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
     }
-    tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane);
-    tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane);
+    tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
+                      tv ? tv + row0 * g.v_stride + ho : nullptr);
+    tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
+                      tk ? tk + row0 * g.k_stride + ho : nullptr);
     if (dlogbias && tq == 0)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
@@ -225,7 +228,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
                            const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                            const float *__restrict__ lse, const float *__restrict__ D,
-                           const float *__restrict__ logbias, AttnGeom g) {
+                           const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -320,30 +323,34 @@ static __global__ void __launch_bounds__(ATTN_NT)
     }
 
     if (!active) return;
-    tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa, qw0, T, g.d, g.scale, lane);
+    tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa, qw0, T, g.d, g.scale, lane,
+                      twq ? twq + row0 * g.q_stride + ho : nullptr);
 }
 
 template <int DP>
 static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *pack, const real *lse,
-                                const float *D, const AttnArgs *a, const AttnGeom &g) {
+                                const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin) {
+    /* the twin's parts at dk's and dv's offsets from dq */
+    sg_bf16 *tk = twin ? twin + (dk - dq) : nullptr, *tv = twin ? twin + (dv - dq) : nullptr;
     const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
     const sg_bf16 *qp = pack, *kp = pack + n, *vp = pack + 2 * n, *gp = pack + 3 * n;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
     attn_smem_attr(attn_bwd_dq_mma_kernel<DP>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
-                                                                       a->logbias, g);
+                                                                       a->logbias, tk, tv, g);
     CUDA_LAUNCHED();
-    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D, a->logbias, g);
+    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D, a->logbias, twin,
+                                                                     g);
     CUDA_LAUNCHED();
 }
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack) {
+                  sg_bf16 *pack, sg_bf16 *twin) {
     const AttnPackSrc src = {{q, k, v, dout}, {a->q_stride, a->k_stride, a->v_stride, a->o_stride}, g.vec};
     attn_pack(pack, 4, src, g);
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, pack, lse, D, a, g);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, pack, lse, D, a, g, twin);
     });
 }

@@ -275,10 +275,12 @@ bool attn_use_mma(void);
  * null (attn_twin_begin) */
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
                   const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin);
-/* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel */
+/* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel;
+ * twin: when dq, dk, dv are the three parts of one [B T, 3 H d] gradient,
+ * its bf16 twin (dq's offsets), else null */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack);
+                  sg_bf16 *pack, sg_bf16 *twin);
 
 /* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
  * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:

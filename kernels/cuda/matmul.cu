@@ -17,9 +17,11 @@
  * output) are written once per forward and read again only by the
  * backward, so the backward need not cast them a second time: at the 124M
  * tier that is 7 N C bf16 elements per layer not re-read as fp32 and
- * re-written.  A copy is found by the input's address and element count;
- * op_free forgets every copy (an address may come back for another
- * buffer).
+ * re-written.  The weight's copy likewise serves the backward's dinp
+ * product (w too holds what the forward read), so a weight is cast once
+ * per forward-backward instead of twice.  A copy is found by the tensor's
+ * address and element count; op_free forgets every copy (an address may
+ * come back for another buffer).
  *
  * Twins.  The ops that produce a matmul's operand write its bf16 copy
  * themselves, in the kernel that writes the fp32 value (cuda_common.h,
@@ -73,8 +75,8 @@ static __nv_bfloat16 *as_bf16(int slot, const float *src, long n) {
     return dst;
 }
 
-/* The forward's copies and the producers' twins, least recently used
- * first out. */
+/* The forward's copies (of x and of w) and the producers' twins, least
+ * recently used first out. */
 typedef struct {
     const float *src; /* NULL: free slot (its buffer may be kept for reuse) */
     long n;
@@ -164,6 +166,18 @@ static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
     return k->copy;
 }
 
+/* The forward's bf16 copy of its weight, kept for the backward's dinp
+ * product (ops.h: w holds what the forward read, as inp does); always cast
+ * here, since an optimizer step may have changed w since the last forward.
+ * Not counted in g_skipped, which counts the casts of x and dout. */
+static const __nv_bfloat16 *keep_weight(const float *w, long n) {
+    Kept *k = kept_slot(w, n);
+    if (!k) return NULL;
+    cast_into(k->copy, w, n);
+    k->read = 1;
+    return k->copy;
+}
+
 extern "C" __nv_bfloat16 *sg_twin_begin(const float *out, long n) {
     if (!keep_on() || n <= 0) return NULL;
     Kept *k = kept_slot(out, n);
@@ -248,7 +262,8 @@ static void gemm(float *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m
 extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N) {
     const __nv_bfloat16 *x = keep_on() ? keep_bf16(inp, (long)M * K) : NULL;
     if (!x) x = as_bf16(SCRATCH_BF16_A, inp, (long)M * K);
-    const __nv_bfloat16 *wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
+    const __nv_bfloat16 *wb = keep_on() ? keep_weight(w, (long)N * K) : NULL;
+    if (!wb) wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
     gemm(out, wb, x, N, M, K, 1, 0, K, K, N, 0);
 }
 
@@ -264,7 +279,8 @@ extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real
     g_skipped += (t != NULL) + (k != NULL);
     const __nv_bfloat16 *dy = t ? t->copy : as_bf16(SCRATCH_BF16_A, dout, (long)M * N);
     if (dinp) {
-        const __nv_bfloat16 *wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
+        const Kept *kw = keep_on() ? kept_find(w, (long)N * K) : NULL;
+        const __nv_bfloat16 *wb = kw && kw->read ? kw->copy : as_bf16(SCRATCH_BF16_B, w, (long)N * K);
         gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0);
     }
     if (dw) {

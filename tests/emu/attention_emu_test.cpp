@@ -47,7 +47,9 @@ void cuda_op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsink, rea
 void cuda_op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a);
 void cuda_op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a);
 void cuda_op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
+void cuda_op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp, const real *w, int M, int K, int N);
 long sg_matmul_casts_skipped(void); /* kernels/cuda/matmul.cu */
+void sg_matmul_forget(void);
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -121,8 +123,32 @@ static void test_attention(const AttnCase &c) {
     const bool want_ds = c.phantom == 2;
     op_attention_bwd(dqkv_r.p(), dqkv_r.p() + C, dv_rp, want_ds ? ds_r.p() : nullptr,
                      c.logbias ? dlb_r.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o_r.p(), lse_r.p(), &a);
+    /* The host buffers here come and go without op_free, so an address may
+     * still name an earlier case's kept copy: forgotten, as op_free would */
+    sg_matmul_forget();
     cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
                           dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+    if (!c.vsep && !c.pad) {
+        /* dq, dk, dv fill one [rows, 3C] gradient, the qkv matmul's dout:
+         * the mma kernels also wrote its bf16 twin, which the matmul
+         * backward must take (one cast skipped) with the cast's bits (the
+         * same backward on a copy of dqkv); the wmma kernels write none. */
+        const int K = 16;
+        const bool mma = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
+        const uint64_t ctr = g_ctr;
+        Buf x = normal(rows * K, 1), w = normal((long)3 * C * K, 0.3), dx(rows * K), dx_ref(rows * K),
+            dw((long)3 * C * K, 0.f), dw_ref((long)3 * C * K, 0.f), dqkv_copy = dqkv;
+        g_ctr = ctr;
+        const long skipped = sg_matmul_casts_skipped();
+        cuda_op_matmul_bwd(dx.p(), dw.p(), dqkv.p(), x.p(), w.p(), (int)rows, K, 3 * C);
+        CHECK(sg_matmul_casts_skipped() - skipped == (mma ? 1 : 0),
+              "%s: the qkv matmul backward skipped %ld casts, want %d (dqkv's twin)", g_tag.c_str(),
+              sg_matmul_casts_skipped() - skipped, mma ? 1 : 0);
+        cuda_op_matmul_bwd(dx_ref.p(), dw_ref.p(), dqkv_copy.p(), x.p(), w.p(), (int)rows, K, 3 * C);
+        CHECK(!memcmp(dx.p(), dx_ref.p(), sizeof(float) * rows * K) &&
+                  !memcmp(dw.p(), dw_ref.p(), sizeof(float) * 3 * C * K),
+              "%s: the qkv matmul backward through dqkv's twin differs from the cast's bits", g_tag.c_str());
+    }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
     same("dv", strided(dvp, rows, C, vs, 0), strided(dv_rp, rows, C, vs, 0), g_bf16);

@@ -432,9 +432,22 @@ static void test_matmul(int M, int K, int N) {
     for (long i = 0; i < nx; i++) x[i] = x0[i];
     cuda_op_matmul_fwd(y3.p(), x.p(), w.p(), M, K, N);
     bitwise("fwd of x again, after a forward of the changed x", y3, y);
+    /* w's copy serves the backward's dinp the same way: changed in place
+     * after the forward (which no caller may do), the backward still
+     * multiplies by the w the forward read; a forward re-casts it */
+    Buf dx2(nx, nan_fill(), L), dx3(nx, nan_fill(), L), w2 = w;
+    for (long i = 0; i < nw; i++) w[i] = -w[i];
+    cuda_op_matmul_bwd(dx2.p(), nullptr, dy.p(), x.p(), w.p(), M, K, N);
+    bitwise("dinp from the forward's copy of w (the old w)", dx2, dx);
+    cuda_op_matmul_fwd(y3.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_bwd(dx3.p(), nullptr, dy.p(), x.p(), w.p(), M, K, N);
+    cuda_op_matmul_bwd(dx2.p(), nullptr, dy.p(), x.p(), w2.p(), M, K, N); /* w2: no copy, cast afresh */
+    for (long i = 0; i < nx; i++) dx2[i] = -dx2[i];
+    bitwise("dinp after a forward of the changed w: the new w's", dx3, dx2);
+    w = w0;
     cuda_op_free(cuda_op_alloc(64)); /* the next case starts with nothing kept */
 
-    intact({&y, &y2, &y3, &dx, &dw, &dw2, &dw3, &dw4, &dw5, &dw6});
+    intact({&y, &y2, &y3, &dx, &dw, &dw2, &dw3, &dw4, &dw5, &dw6, &dx2, &dx3});
     unchanged("x", x, x0), unchanged("w", w, w0), unchanged("dout", dy, dy0);
     digest({&y, &dx, &dw, &dw5});
 }
