@@ -59,6 +59,28 @@ struct BwdMmaSmem {
     __device__ __forceinline__ sg_bf16 *buf(int i) const { return i ? a : b; }
 };
 
+/* The two score products of a 16 x 16 strip, from scratch: u = A1 X1^T
+ * and w = A2 X2^T, with A1, A2 a warp's 16 rows as NF k-step A operands
+ * and X1, X2 rows r0 .. r0+15 of two tiles (read transposed).  dkdv:
+ * S^T = K Q^T and dP^T = V dO^T; dq: S = Q K^T and dP = dO V^T. */
+template <int NF, int LD>
+static __device__ __forceinline__ void attn_two_products(float (&u)[2][4], float (&w)[2][4], const tc_reg (&a1)[NF][4],
+                                                         const tc_reg (&a2)[NF][4], const sg_bf16 *x1,
+                                                         const sg_bf16 *x2, int r0, int lane) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) u[0][e] = u[1][e] = w[0][e] = w[1][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk) {
+        tc_reg b1[4], b2[4];
+        tc_load_bt<LD>(b1, x1, r0, kk * 16, lane);
+        tc_mma(u[0], a1[kk], b1);
+        tc_mma(u[1], a1[kk], b1 + 2);
+        tc_load_bt<LD>(b2, x2, r0, kk * 16, lane);
+        tc_mma(w[0], a2[kk], b2);
+        tc_mma(w[1], a2[kk], b2 + 2);
+    }
+}
+
 /* dkdv's strip of m0 .. m0+15 queries of the tile at q0: st (S^T) becomes
  * P^T and dpt (dP^T) becomes dS^T = P^T (dP^T - D), and colsum gathers the
  * lane's part of dS's column sums.  MASK: P = 0 where i < j or i >= T. */
@@ -174,18 +196,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 /* strip wholly above the diagonal (every i < every j) or past T */
                 if (mi0 + 15 < kw0 || mi0 >= T) continue;
                 float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
-#pragma unroll
-                for (int e = 0; e < 4; ++e) st[0][e] = st[1][e] = dpt[0][e] = dpt[1][e] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < NF; ++kk) {
-                    tc_reg qb[4], ob[4];
-                    tc_load_bt<LD>(qb, Qs, m * 16, kk * 16, lane);
-                    tc_mma(st[0], ka[kk], qb);
-                    tc_mma(st[1], ka[kk], qb + 2);
-                    tc_load_bt<LD>(ob, dOs, m * 16, kk * 16, lane);
-                    tc_mma(dpt[0], va[kk], ob);
-                    tc_mma(dpt[1], va[kk], ob + 2);
-                }
+                attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, lane);
                 /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
                 if (mask) attn_dkdv_probs<true>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
                 else attn_dkdv_probs<false>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
@@ -290,19 +301,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 const int kn0 = k0 + n * 16;
                 /* strips past the warp's last query, or past T, and all after them */
                 if (kn0 > qw0 + 15 || kn0 >= T) break;
-                float s[2][4], dp[2][4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[0][e] = s[1][e] = dp[0][e] = dp[1][e] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < NF; ++kk) {
-                    tc_reg kb[4], vb[4];
-                    tc_load_bt<LD>(kb, Ks, n * 16, kk * 16, lane);
-                    tc_mma(s[0], qa[kk], kb);
-                    tc_mma(s[1], qa[kk], kb + 2);
-                    tc_load_bt<LD>(vb, Vs, n * 16, kk * 16, lane);
-                    tc_mma(dp[0], oa[kk], vb);
-                    tc_mma(dp[1], oa[kk], vb + 2);
-                }
+                float s[2][4], dp[2][4]; /* S, dP: queries x keys kn0 .. kn0+15 */
+                attn_two_products<NF, LD>(s, dp, qa, oa, Ks, Vs, n * 16, lane);
                 /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */

@@ -98,6 +98,19 @@ __device__ __forceinline__ float gate_z(float s, int norm, float beta, float tau
     return beta * (*nrm / sqrtf((float)d) - tau_or_b);
 }
 
+/* The backward block's partial for (tile blockIdx.x, head h): the
+ * GATE_WARPS rows of sh (np sums each, one row per warp) added in warp
+ * order, to part[(tile H + h) np + k]. */
+__device__ __forceinline__ void gate_block_partial(double *__restrict__ part, const double *sh, int H, int h,
+                                                   int np) {
+    double *out = part + ((long)blockIdx.x * H + h) * np;
+    for (int k = threadIdx.x; k < np; k += blockDim.x) {
+        double t = 0.0;
+        for (int w = 0; w < GATE_WARPS; w++) t += sh[w * np + k];
+        out[k] = t;
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -330,12 +343,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
             }
     }
     __syncthreads();
-    double *out = part + ((long)blockIdx.x * H + h) * np;
-    for (int k = threadIdx.x; k < np; k += blockDim.x) {
-        double t = 0.0;
-        for (int wi = 0; wi < GATE_WARPS; wi++) t += wsum_sh[wi * np + k];
-        out[k] = t;
-    }
+    gate_block_partial(part, wsum_sh, H, h, np);
 }
 
 /* The vector kernels' instances: L lanes per read and NV float4 per lane
@@ -458,12 +466,7 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         }
     }
     __syncthreads();
-    double *out = part + ((long)blockIdx.x * H + h) * np;
-    for (int k = threadIdx.x; k < np; k += blockDim.x) {
-        double s = 0.0;
-        for (int w = 0; w < GATE_WARPS; w++) s += acc_sh[w * np + k];
-        out[k] = s;
-    }
+    gate_block_partial(part, acc_sh, H, h, np);
 }
 
 /* grid (ceil(np / 32), H): lane l of every warp owns k = 32 blockIdx.x + l

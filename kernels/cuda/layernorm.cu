@@ -210,31 +210,14 @@ __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *me
     }
 }
 
-template <int NV, bool LOAD4>
+/* LayerNorm of the rows of x (RES false), or of res = a + b (RES true:
+ * the bits of op_add then the RES false kernel on res; every element of a
+ * and b is read before res is written, by the same thread, so res may be
+ * a or b). */
+template <int NV, bool LOAD4, bool RES>
 __global__ void __launch_bounds__(WARPS * 32)
-    ln_fwd_reg_k(float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *inp, const float *w,
-                 const float *b, int N, int C) {
-    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
-    if (row >= N) return;
-    const size_t o = (size_t)row * C;
-    float4 x[NV];
-    float s = 0;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int j = lane + 32 * k;
-        x[k] = j < n4 ? ln_ld4<LOAD4>(inp + o + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j < n4) s += ln_sum4(x[k]);
-    }
-    ln_row_reg<NV, LOAD4>(out + o, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, b, C, lane);
-}
-
-/* res = a + b, then LayerNorm of it: the bits of op_add then ln_fwd_reg_k.
- * Every element of a and b is read before res is written, by the same
- * thread, so res may be a or b. */
-template <int NV, bool LOAD4>
-__global__ void __launch_bounds__(WARPS * 32)
-    res_ln_fwd_reg_k(float *res, float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *a,
-                     const float *b, const float *w, const float *bias, int N, int C) {
+    ln_fwd_reg_k(float *res, float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *a,
+                 const float *b, const float *w, const float *bias, int N, int C) {
     const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
     if (row >= N) return;
     const size_t o = (size_t)row * C;
@@ -245,9 +228,12 @@ __global__ void __launch_bounds__(WARPS * 32)
         const int j = lane + 32 * k;
         x[k] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (j >= n4) continue;
-        const float4 av = ln_ld4<LOAD4>(a + o + 4 * j), bv = ln_ld4<LOAD4>(b + o + 4 * j);
-        x[k] = make_float4(av.x + bv.x, av.y + bv.y, av.z + bv.z, av.w + bv.w);
-        ln_st4<LOAD4>(res + o + 4 * j, x[k]);
+        x[k] = ln_ld4<LOAD4>(a + o + 4 * j);
+        if (RES) {
+            const float4 bv = ln_ld4<LOAD4>(b + o + 4 * j);
+            x[k] = make_float4(x[k].x + bv.x, x[k].y + bv.y, x[k].z + bv.z, x[k].w + bv.w);
+            ln_st4<LOAD4>(res + o + 4 * j, x[k]);
+        }
         s += ln_sum4(x[k]);
     }
     ln_row_reg<NV, LOAD4>(out + o, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, bias, C, lane);
@@ -352,11 +338,11 @@ extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *
     const bool reg = ln_by_width(C, [&](auto nv) {
         constexpr int NV = decltype(nv)::value;
         if (v4)
-            ln_fwd_reg_k<NV, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp,
-                                                                                       w, b, N, C);
+            ln_fwd_reg_k<NV, true, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
+                NULL, out, twin, mean, rstd, inp, NULL, w, b, N, C);
         else
-            ln_fwd_reg_k<NV, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp,
-                                                                                        w, b, N, C);
+            ln_fwd_reg_k<NV, false, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
+                NULL, out, twin, mean, rstd, inp, NULL, w, b, N, C);
     });
     if (!reg) ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp, w, b, N, C);
     CUDA_LAUNCHED();
@@ -372,11 +358,11 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
     const bool reg = ln_by_width(C, [&](auto nv) {
         constexpr int NV = decltype(nv)::value;
         if (v4)
-            res_ln_fwd_reg_k<NV, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean,
-                                                                                           rstd, a, b, w, bias, N, C);
+            ln_fwd_reg_k<NV, true, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
+                res, out, twin, mean, rstd, a, b, w, bias, N, C);
         else
-            res_ln_fwd_reg_k<NV, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean,
-                                                                                            rstd, a, b, w, bias, N, C);
+            ln_fwd_reg_k<NV, false, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
+                res, out, twin, mean, rstd, a, b, w, bias, N, C);
     });
     if (!reg)
         res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean, rstd, a, b, w, bias, N,
