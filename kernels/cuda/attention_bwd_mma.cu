@@ -59,6 +59,27 @@ struct BwdMmaSmem {
     __device__ __forceinline__ sg_bf16 *buf(int i) const { return i ? a : b; }
 };
 
+/* A pair of 64-row tiles of two packed (b,h) slices, rows r0 .. r0+63,
+ * into a buffer (the first tile, then the second at TE elements), by
+ * cp.async; the caller commits. */
+template <int DP, int LD, int TE>
+static __device__ __forceinline__ void attn_cp_pair(sg_bf16 *dst, const sg_bf16 *s1, const sg_bf16 *s2, int r0) {
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(dst, s1, r0);
+    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(dst + TE, s2, r0);
+}
+
+/* A warp's 16 rows of the two tiles of a buffer as NF k-step A operands:
+ * the block's own operands (dkdv: K, V; dq: Q, dO), loaded once. */
+template <int NF, int LD, int TE>
+static __device__ __forceinline__ void attn_own_operands(tc_reg (&a1)[NF][4], tc_reg (&a2)[NF][4],
+                                                         const sg_bf16 *buf, int warp, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk) {
+        tc_load_a<LD>(a1[kk], buf, warp * 16, kk * 16, lane);
+        tc_load_a<LD>(a2[kk], buf + TE, warp * 16, kk * 16, lane);
+    }
+}
+
 /* The two score products of a 16 x 16 strip, from scratch: u = A1 X1^T
  * and w = A2 X2^T, with A1, A2 a warp's 16 rows as NF k-step A operands
  * and X1, X2 rows r0 .. r0+15 of two tiles (read transposed).  dkdv:
@@ -147,21 +168,15 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     /* the block's K and V into region A, query tile kt (the diagonal one)
      * into buffer 0, one group */
-    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(1), kp + slice, k0);
-    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(1) + TE, vp + slice, k0);
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(0), qh, k0);
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(0) + TE, gh, k0);
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), kp + slice, vp + slice, k0);
+    attn_cp_pair<DP, LD, TE>(sm.buf(0), qh, gh, k0);
     tc_cp_commit();
     attn_load_bias(sm.lb2, logbias ? logbias + bh * T : nullptr, k0, T);
     attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
-#pragma unroll
-    for (int kk = 0; kk < NF; ++kk) {
-        tc_load_a<LD>(ka[kk], sm.buf(1), warp * 16, kk * 16, lane);
-        tc_load_a<LD>(va[kk], sm.buf(1) + TE, warp * 16, kk * 16, lane);
-    }
+    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp, lane);
     const float lbj[2] = {sm.lb2[warp * 16 + gq], sm.lb2[warp * 16 + gq + 8]};
     __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
@@ -174,9 +189,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
         const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
         if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
-            sg_bf16 *nb = sm.buf(cur ^ 1);
-            attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(nb, qh, q0 + ATTN_BQ);
-            attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(nb + TE, gh, q0 + ATTN_BQ);
+            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), qh, gh, q0 + ATTN_BQ);
             tc_cp_commit();
             attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
@@ -255,21 +268,15 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const int row[2] = {qw0 + gq, qw0 + gq + 8};
 
     /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(1), qp + slice, q0);
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(sm.buf(1) + TE, gp + slice, q0);
-    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(0), kh, 0);
-    attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(sm.buf(0) + TE, vh, 0);
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), qp + slice, gp + slice, q0);
+    attn_cp_pair<DP, LD, TE>(sm.buf(0), kh, vh, 0);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
     attn_load_bias(sm.lb2, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[NF][4], oa[NF][4];
-#pragma unroll
-    for (int kk = 0; kk < NF; ++kk) {
-        tc_load_a<LD>(qa[kk], sm.buf(1), warp * 16, kk * 16, lane);
-        tc_load_a<LD>(oa[kk], sm.buf(1) + TE, warp * 16, kk * 16, lane);
-    }
+    attn_own_operands<NF, LD, TE>(qa, oa, sm.buf(1), warp, lane);
     const float Lr[2] = {sm.L2[warp * 16 + gq], sm.L2[warp * 16 + gq + 8]};
     const float Dr[2] = {sm.D2[warp * 16 + gq], sm.D2[warp * 16 + gq + 8]};
     __syncthreads(); /* region A is free: the second K/V buffer from now on */
@@ -282,9 +289,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next key tile while this one is used */
-            sg_bf16 *nb = sm.buf(cur ^ 1);
-            attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(nb, kh, k0 + ATTN_BK);
-            attn_cp_tile<ATTN_BK, DP, LD, ATTN_NT>(nb + TE, vh, k0 + ATTN_BK);
+            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), kh, vh, k0 + ATTN_BK);
             tc_cp_commit();
             attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
