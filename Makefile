@@ -120,7 +120,7 @@ STAMP := $(B)/.blas-$(BLAS)
 $(STAMP):
 	@mkdir -p $(B); rm -f $(B)/.blas-*; touch $@
 
-.PHONY: all test test-fast bench fixtures clean data cuda test-gpu bench-gpu
+.PHONY: all test test-fast bench fixtures clean data cuda test-gpu bench-gpu sanitize-gpu
 .PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o
 all: $(B)/sgtrain $(TOOLS)
 
@@ -270,6 +270,8 @@ $(CB)/bench_gpu: $(CB)/tg/bench_gpu.o $(CB)/libsg_cuda.a
 cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu
 test-gpu: cuda all
 	bash tests/gpu/run.sh $(B)
+sanitize-gpu: cuda all
+	bash tests/gpu/sanitize.sh $(B)
 bench-gpu: cuda all
 	bash tests/gpu/bench.sh $(B)
 

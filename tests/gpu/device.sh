@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (docs/cuda.md, "Running the GPU checks"):
-# `make test-gpu` and `make bench-gpu` with binaries built elsewhere.
+# `make test-gpu`, `make sanitize-gpu` and `make bench-gpu` with binaries
+# built elsewhere.
 #
 # The machine has CUDA and PyTorch but not Debian's libyaml, json-c, PCRE2 or
-# BLIS, and no compiler time to spare, so the caller builds on the CPU
-# machine and carries the result:
+# BLIS, nor compute-sanitizer, and no compiler time to spare, so the caller
+# builds on the CPU machine and carries the result:
 #   make B=build/dev MPI=no NCCL=no BLAS=blis CUDA_ARCHS=90 all cuda
-#   bash tests/gpu/device.sh --pack          # the shared libraries into build/dev/lib
-# and runs `bash tests/gpu/device.sh` there with build/dev carried.  Each
+#   bash tests/gpu/device.sh --pack          # the shared libraries into build/dev/lib,
+#                                            # compute-sanitizer into build/dev/sanitizer.whl
+# and runs `bash tests/gpu/device.sh` there with build/dev carried (the
+# binaries, build/dev/lib and build/dev/sanitizer.whl: about 57 MB).  Each
 # library is used only where the machine lacks it (ldconfig), so a newer one
-# there is never shadowed.  Logs and the benchmark's files come back under
-# $OUT as test-gpu.log, bench-gpu.log and bench-gpu.tgz.  DEVICE_AB="VAR=value"
-# adds a 124M run of bench_gpu with that setting, for a comparison within
-# the same run (several: separated by ';'); by default SG_ATTN=mma, the
-# attention tiles that have not yet been timed in whole training steps, and
-# that again without the matmuls' bf16 copies and twins (SG_MATMUL_KEEP=0).
-# DEVICE_AB= turns it off.
+# there is never shadowed; the sanitizer wheel is unpacked into
+# build/dev/sanitizer only where the machine has no compute-sanitizer.
+# Logs and the benchmark's files come back under $OUT as test-gpu.log,
+# sanitize.log with sanitize/NAME.log for every case, bench-gpu.log and
+# bench-gpu.tgz.  DEVICE_AB="VAR=value" adds a 124M run of bench_gpu with
+# that setting, for a comparison within the same run (several: separated by
+# ';'); by default SG_ATTN=mma, the attention tiles that have not yet been
+# timed in whole training steps, and that again without the matmuls' bf16
+# copies and twins (SG_MATMUL_KEEP=0).  DEVICE_AB= turns it off.
+#
+# --pack fetches the sanitizer with pip (nvidia-cuda-sanitizer-api, version
+# SANITIZER_WHEEL_VERSION, default 13.5.25), or takes the wheel
+# SANITIZER_WHEEL names, and keeps only the 64-bit tool (no docs, headers or
+# 32-bit launcher: 12 MB instead of 18).  Not 13.0.x although the machine's
+# driver is 580 (CUDA 13.0): the wheels 13.0.48, 13.0.85, 13.1.118 and
+# 13.2.87 hold compute-sanitizer without the TreeLauncherSubreaper it starts
+# the application with, so it cannot run a program; 13.5.25 has it, and its
+# library asks for driver 580 or newer.  Without the wheel the sanitizer
+# phase is skipped with a note.
+#
+# Time: one call may run 600 s.  The defaults keep to 540 s of limits:
+# test-gpu at most TEST_GPU_LIMIT_S=140 s (27 s on the H200), the sanitizer
+# SANITIZE_BUDGET_S=90 s, the benchmarks BENCH_GPU_BUDGET_S=190 s and two
+# 60 s A/B runs; setting up and packing take a few seconds more.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -28,6 +48,32 @@ if [ "${1:-}" = --pack ]; then
         esac
     done
     ls -la "$B/lib"
+    if [ ! -f "$B/sanitizer.whl" ]; then
+        tmp=$(mktemp -d)
+        whl=${SANITIZER_WHEEL:-}
+        if [ -z "$whl" ]; then
+            v=${SANITIZER_WHEEL_VERSION:-13.5.25}
+            if python3 -m pip download --no-deps --only-binary=:all: "nvidia-cuda-sanitizer-api==$v" -d "$tmp" >"$tmp/pip.log" 2>&1; then
+                whl=$(ls "$tmp"/nvidia_cuda_sanitizer_api-*.whl)
+            else
+                echo "note: no compute-sanitizer: pip download nvidia-cuda-sanitizer-api==$v failed" \
+                    "($(tail -n 1 "$tmp/pip.log")); the sanitizer phase will be skipped"
+            fi
+        fi
+        if [ -n "$whl" ]; then
+            # the 64-bit tool only: no docs/, include/ or x86/ (the 32-bit launcher)
+            python3 - "$whl" "$tmp/s.whl" <<'EOF' && mv "$tmp/s.whl" "$B/sanitizer.whl"
+import re, sys, zipfile
+drop = re.compile(r"/compute-sanitizer/(docs|include|x86)/")
+with zipfile.ZipFile(sys.argv[1]) as zi, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as zo:
+    for i in zi.infolist():
+        if not drop.search(i.filename):
+            zo.writestr(i, zi.read(i))
+EOF
+        fi
+        rm -rf "$tmp"
+    fi
+    [ ! -f "$B/sanitizer.whl" ] || ls -la "$B/sanitizer.whl"
     exit 0
 fi
 OUT=${OUT:-/tmp/device-out}
@@ -42,11 +88,27 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 missing=$(for b in "$B/sgtrain" "$B/cuda/sgtrain" "$B/cuda/test_gpu_ops" "$B/cuda/bench_gpu"; do ldd "$b" | grep "not found"; done)
 [ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
 t0=$SECONDS
-timeout "${TEST_GPU_LIMIT_S:-240}" bash tests/gpu/run.sh "$B" >"$OUT/test-gpu.log" 2>&1
+timeout "${TEST_GPU_LIMIT_S:-140}" bash tests/gpu/run.sh "$B" >"$OUT/test-gpu.log" 2>&1
 echo "test-gpu: exit $? in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/test-gpu.log")"
 grep -E "FAIL|trajectory|passed" "$OUT/test-gpu.log" | head -n 40
+# compute-sanitizer (tests/gpu/sanitize.sh): the carried wheel, unpacked where
+# the machine has none of its own; zipfile keeps no file modes
+if [ -f "$B/sanitizer.whl" ] && [ -z "${SANITIZER:-}" ] && ! command -v compute-sanitizer >/dev/null &&
+    [ ! -x /usr/local/cuda/bin/compute-sanitizer ]; then
+    rm -rf "$B/sanitizer"
+    if python3 -m zipfile -e "$B/sanitizer.whl" "$B/sanitizer"; then
+        find "$B/sanitizer" -type f \( -name compute-sanitizer -o -name 'TreeLauncher*' \) -exec chmod +x {} +
+    else
+        echo "note: could not unpack $B/sanitizer.whl"
+    fi
+fi
 t0=$SECONDS
-OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-240} bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
+SB=${SANITIZE_BUDGET_S:-90}
+OUT=$OUT SANITIZE_BUDGET_S=$SB timeout $((SB + 30)) bash tests/gpu/sanitize.sh "$B" >"$OUT/sanitize.log" 2>&1
+echo "sanitize: exit $? in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/sanitize.log")"
+grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.log"
+t0=$SECONDS
+OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-190} bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
 # the same 124M steps with switches flipped: settings separated by ';', each
 # one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0")
