@@ -38,6 +38,20 @@ void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int 
  * that its forward made (kernels/cuda/matmul.cu). */
 void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
                    const real *w, int M, int K, int N);
+/* A promise about buf[0, n), kept until op_matmul_only_end: it is
+ * written only by op_layernorm_fwd, op_residual_layernorm_fwd (their out),
+ * op_gelu_fwd (out) or op_gelu_bwd (dinp), and read only as the operand of
+ * op_matmul_fwd (inp) or op_matmul_bwd (inp, dout): by the matmul issued
+ * right after the op that wrote it, and by that forward's backward.  A
+ * backend whose matmuls read low-precision copies may then keep only the
+ * copy and never store the real values (kernels/cuda/matmul.cu); a matmul
+ * that finds no fresh copy of a promised tensor stops the program rather
+ * than read what was never stored.  The CPU backend ignores the promise. */
+void op_matmul_only(const real *buf, long n);
+/* Ends every promise on a tensor inside base[0, bytes); a buffer's owner
+ * calls it before it frees the buffer or lays other tensors over it.
+ * Until a promised tensor is written again, its values are unspecified. */
+void op_matmul_only_end(const void *base, size_t bytes);
 
 /* LayerNorm over the last dim, eps 1e-5.  b may be NULL (no bias).
  * mean/rstd [N] are saved for the backward. */

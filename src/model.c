@@ -241,6 +241,8 @@ int model_shard_optim(Model *m, long off, long len, long flat_len, char *err, si
     return -1;
 }
 
+static void release_acts(Model *m);
+
 void model_free(Model *m) {
     free(m->tensors);
     free(m->p.layer);
@@ -252,6 +254,7 @@ void model_free(Model *m) {
     op_free(m->grads);
     op_free(m->adam_m);
     op_free(m->adam_v);
+    release_acts(m);
     free(m->a.layer);
     op_free(m->act_mem);
     op_free(m->inputs);
@@ -355,14 +358,36 @@ static long layout_acts(Model *m, int B, real *base) {
     return cv.used;
 }
 
+/* Promised to matmuls alone (ops.h, op_matmul_only): the LayerNorm outputs
+ * and GELU's output, each read only by the matmul right after it and by
+ * that matmul's backward, and GELU's input gradient, read only by fc's
+ * backward right after it.  The GPU then stores their bf16 twins only. */
+static void promise_acts(Model *m, int B) {
+    long C = m->C, N = (long)B * m->Tp;
+    for (int l = 0; l < m->L; l++) {
+        const LayerActs *la = &m->a.layer[l];
+        op_matmul_only(la->ln1, N * C);
+        op_matmul_only(la->ln2, N * C);
+        op_matmul_only(la->fch_gelu, N * 4 * C);
+    }
+    op_matmul_only(m->a.dfch, N * 4 * C);
+}
+
+static void release_acts(Model *m) {
+    if (m->act_mem) op_matmul_only_end(m->act_mem, sizeof(real) * (size_t)m->act_n);
+}
+
 static void ensure_acts(Model *m, int B) {
     if (m->act_mem && B <= m->B) {
         if (B != m->B) {
+            release_acts(m);
             layout_acts(m, B, m->act_mem);
+            promise_acts(m, B);
             m->B = B;
         }
         return;
     }
+    release_acts(m);
     op_free(m->act_mem);
     free(m->a.layer);
     op_free(m->inputs);
@@ -370,6 +395,7 @@ static void ensure_acts(Model *m, int B) {
     m->a.layer = calloc((size_t)m->L, sizeof(LayerActs));
     long n = layout_acts(m, B, NULL);
     m->act_mem = alloc_zero(n);
+    m->act_n = n;
     m->inputs = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
     m->targets = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
     if (!m->a.layer || !m->act_mem || !m->inputs || !m->targets) {
@@ -379,6 +405,7 @@ static void ensure_acts(Model *m, int B) {
         exit(1);
     }
     layout_acts(m, B, m->act_mem);
+    promise_acts(m, B);
     m->B = B;
 }
 

@@ -132,6 +132,7 @@ typedef struct Model {
     int B;                /* micro-batch the activations are sized for */
     Acts a;
     real *act_mem;
+    long act_n; /* elements in act_mem */
     int32_t *inputs, *targets; /* [B*T] copies of the current batch */
     const ForwardHooks *hooks; /* NULL outside the analyses */
     const GradHook *grad_hook; /* NULL unless the gradient sum overlaps the backward */

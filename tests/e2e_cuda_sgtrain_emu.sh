@@ -16,6 +16,10 @@
 #     training runs' losses and parameters, with them off
 #     (SG_MATMUL_KEEP=0) are bitwise those with them on, and test_gpu_ops's
 #     twin cases pass with them off too;
+#   - the tensors the model promises to matmuls alone (op_matmul_only) keep
+#     only their twins, and nothing else reads them: every emulated run
+#     fills the fp32 left unstored with NaN (SG_TWIN_POISON=1), and is still
+#     bitwise the run without twins; a broken promise stops the program;
 #   - 2 and 4 ranks on the NCCL path train the run one rank trains (1e-5:
 #     bf16 magnifies the order of the gradient sums), with
 #     the sum after the backward or in buckets during it on NCCL's own
@@ -33,6 +37,8 @@ E2E_NAME=e2e_cuda_sgtrain_emu
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export EMU_STREAMS= EMU_GPUS= # set per run below; empty: the defaults (late, 8 GPUs)
+# fp32 outputs left unstored for their twins read as NaN (kernels/cuda/matmul.cu)
+export SG_TWIN_POISON=1
 
 for tool in g++ python3 mpirun; do
     command -v $tool >/dev/null || { bad "$tool not found (tools/install-deps.sh installs it)"; finish; }
@@ -115,7 +121,7 @@ t0=$SECONDS
 [ -x "$W/test_gpu_ops" ] && { "$W/test_gpu_ops" >"$W/test_gpu_ops.log" 2>&1; echo $? >"$W/test_gpu_ops.rc"; } &
 tgo=$!
 EMU=$W/sgtrain
-MPI="mpirun --oversubscribe -x OMP_NUM_THREADS -x EMU_STREAMS -x EMU_GPUS"
+MPI="mpirun --oversubscribe -x OMP_NUM_THREADS -x EMU_STREAMS -x EMU_GPUS -x SG_TWIN_POISON"
 "$B/sgsynth" --out "$W/d" --vocab 512 --val-tokens 8000 --train-tokens 40000 --shard-tokens 20000 >/dev/null
 T="train --tier test --arm combo2 --micro_batch 1 --grad_accum 4 --iters 6 --warmup 2 --val_every 3
    --val_batches 1 --val_batches_final 1 --ckpt_every 0 --data $W/d"
@@ -169,8 +175,13 @@ done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
-timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
+SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
 check '[ $rc -eq 0 ] && grep -q "cuda (emulated" "$W/g1/result.json"' "one emulated GPU trains (exit $rc): $(tail -n 2 "$W/g1.log")"
+# 6 steps of 4 micro-batches, 2 layers: ln1, ln2 and GELU's output per layer
+# in each forward (and in each validation forward), dfch per layer in each backward
+unstored=$(sed -nE 's/^sg matmul: ([0-9]+) operand casts skipped, ([0-9]+) fp32 outputs not stored$/\2/p' "$W/g1.log")
+check '[ "${unstored:-0}" -ge 192 ]' "training stores only the twins of the promised tensors: ${unstored:-no} fp32 outputs not stored (want >= 6 x 4 x 2 x 4 = 192)"
+echo "training: ${unstored:-no} fp32 outputs left unstored for their twins"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
 SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&
@@ -252,5 +263,22 @@ line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/test_gpu_ops-n
 check '[[ "$line" == *" 0 failed" ]]' \
     "test_gpu_ops twins with SG_MATMUL_KEEP=0, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/test_gpu_ops-nokeep.log" 2>/dev/null)"
 echo "SG_MATMUL_KEEP=0 ${line:-test_gpu_ops: no summary}"
+SG_TWIN_POISON=0 "$W/test_gpu_ops" twins >"$W/test_gpu_ops-nopoison.log" 2>&1
+line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/test_gpu_ops-nopoison.log" 2>/dev/null)
+check '[[ "$line" == *" 0 failed" ]]' \
+    "test_gpu_ops twins with SG_TWIN_POISON=0 (unstored outputs keep their old values), emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/test_gpu_ops-nopoison.log" 2>/dev/null)"
+# a promise broken (an op between producer and matmul: for a forward's x, a
+# backward's x that no forward read, a backward's dout): the matmul stops
+# the program
+for how in fwd dw dout; do
+    "$W/test_gpu_ops" broken-promise $how >"$W/broken-$how.log" 2>&1; rc=$?
+    check '[ $rc -eq 1 ] && grep -q "promised to matmuls alone (op_matmul_only)" "$W/broken-$how.log" &&
+           ! grep -q "the matmul went on" "$W/broken-$how.log"' \
+        "a broken promise ($how) stops the program (exit $rc): $(tail -n 2 "$W/broken-$how.log")"
+    SG_MATMUL_KEEP=0 "$W/test_gpu_ops" broken-promise $how >"$W/broken-$how-nokeep.log" 2>&1; rc=$?
+    check '[ $rc -eq 0 ] && grep -q "the matmul went on, 0 fp32" "$W/broken-$how-nokeep.log"' \
+        "with SG_MATMUL_KEEP=0 a promise costs nothing and breaks nothing ($how, exit $rc): $(tail -n 1 "$W/broken-$how-nokeep.log")"
+done
+echo "broken promises: $(grep -h -m1 -o "op_matmul_only.*" "$W/broken-fwd.log" | head -c 160)"
 echo "ran in $((SECONDS - t0)) s"
 finish

@@ -68,6 +68,14 @@ unsigned long sg_stream_seq(void);
  * sg_twin_written, else it casts out as before. */
 __nv_bfloat16 *sg_twin_begin(const float *out, long n);
 void sg_twin_written(const float *out, long n);
+/* Twin-only outputs.  After sg_twin_begin gave a twin: the fp32 output the
+ * kernel must store, which is out, or NULL when out[0, n) was promised to
+ * matmuls alone (ops.h, op_matmul_only) and the twin is all they will read,
+ * so the kernel stores the twin only (a write of 4 bytes an element saved).
+ * An op that can take NULL calls it; one that cannot simply stores out. */
+float *sg_twin_fp32(float *out, long n);
+/* How many fp32 outputs were left unstored that way (tests). */
+long sg_matmul_stores_skipped(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept
  * copy (tests). */
 long sg_matmul_casts_skipped(void);

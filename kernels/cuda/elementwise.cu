@@ -1,7 +1,9 @@
 /* Pointwise ops: GELU (exact erf form), the residual add, AdamW, and the
  * sum of squares behind the gradient-norm clip.  GELU's output is fc_proj's
  * x and its input gradient fc's dout, so both kernels also write the bf16
- * twin t of what they store (cuda_common.h, sg_twin_begin; NULL: none). */
+ * twin t of what they store (cuda_common.h, sg_twin_begin; NULL: none),
+ * and store the fp32 value only when out (dinp) is not NULL: a tensor
+ * promised to matmuls alone keeps only its twin (sg_twin_fp32). */
 #include <math.h>
 
 #include "cuda_common.h"
@@ -15,7 +17,7 @@ __global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const float *inp, long 
     if (i < n) {
         float x = inp[i];
         float y = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-        out[i] = y;
+        if (out) out[i] = y;
         if (t) t[i] = sg_cast_bf16(y);
     }
 }
@@ -26,7 +28,7 @@ __global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const float *inp, cons
         float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
         float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
         float dx = dout[i] * (cdf + x * pdf);
-        dinp[i] = dx;
+        if (dinp) dinp[i] = dx;
         if (t) t[i] = sg_cast_bf16(dx);
     }
 }
@@ -38,14 +40,16 @@ __global__ void add_k(float *out, const float *a, const float *b, long n) {
 extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
     if (n <= 0) return;
     __nv_bfloat16 *t = sg_twin_begin(out, n);
-    gelu_fwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(out, t, inp, n);
+    float *o = t ? sg_twin_fp32(out, n) : out;
+    gelu_fwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(o, t, inp, n);
     CUDA_LAUNCHED();
     if (t) sg_twin_written(out, n);
 }
 extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
     if (n <= 0) return;
     __nv_bfloat16 *t = sg_twin_begin(dinp, n);
-    gelu_bwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(dinp, t, inp, dout, n);
+    float *d = t ? sg_twin_fp32(dinp, n) : dinp;
+    gelu_bwd_k<<<sg_blocks(n, THREADS), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n);
     CUDA_LAUNCHED();
     if (t) sg_twin_written(dinp, n);
 }

@@ -13,7 +13,9 @@
  * y is the next matmul's x (qkv, fc) and the accumulated dx its dout
  * (fc_proj, attn_proj: src/model.c's backward), so the kernels that write
  * them also write their bf16 twins t (cuda_common.h, sg_twin_begin; NULL:
- * none), from the float they store. */
+ * none), from the float they store.  The forwards store y only when it is
+ * not NULL: an output promised to matmuls alone keeps its twin only
+ * (sg_twin_fp32). */
 #include <stdint.h>
 
 #include <type_traits>
@@ -44,7 +46,7 @@ __device__ __forceinline__ void ln_row(float *y, __nv_bfloat16 *t, float *mean, 
     float r = rsqrtf(warp_sum(v) / C + 1e-5f);
     for (int c = lane; c < C; c += 32) {
         float yc = (x[c] - mu) * r * w[c] + (b ? b[c] : 0.0f);
-        y[c] = yc;
+        if (y) y[c] = yc;
         if (t) t[c] = sg_cast_bf16(yc);
     }
     if (lane == 0) {
@@ -60,8 +62,8 @@ __global__ void ln_fwd_k(float *out, __nv_bfloat16 *twin, float *mean, float *rs
     const float *x = inp + (size_t)row * C;
     float s = 0;
     for (int c = lane; c < C; c += 32) s += x[c];
-    ln_row(out + (size_t)row * C, twin ? twin + (size_t)row * C : NULL, mean + row, rstd + row, x, s, w, b, C,
-           lane);
+    ln_row(out ? out + (size_t)row * C : NULL, twin ? twin + (size_t)row * C : NULL, mean + row, rstd + row, x, s, w,
+           b, C, lane);
 }
 
 /* res = a + b (add_k's float add) with the lane sums of ln_fwd_k taken in
@@ -79,7 +81,7 @@ __global__ void res_ln_fwd_k(float *res, float *out, __nv_bfloat16 *twin, float 
         res[o + c] = x;
         s += x;
     }
-    ln_row(out + o, twin ? twin + o : NULL, mean + row, rstd + row, res + o, s, w, bias, C, lane);
+    ln_row(out ? out + o : NULL, twin ? twin + o : NULL, mean + row, rstd + row, res + o, s, w, bias, C, lane);
 }
 
 /* dx for one row per warp, and the twin of the sum dx holds after it */
@@ -201,7 +203,7 @@ __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *me
         const float4 wv = ln_ld4<LOAD4>(w + 4 * j), bv = b ? ln_ld4<LOAD4>(b + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
         const float4 yv = make_float4((x[k].x - mu) * r * wv.x + bv.x, (x[k].y - mu) * r * wv.y + bv.y,
                                       (x[k].z - mu) * r * wv.z + bv.z, (x[k].w - mu) * r * wv.w + bv.w);
-        ln_st4<LOAD4>(y + 4 * j, yv);
+        if (y) ln_st4<LOAD4>(y + 4 * j, yv);
         if (t) ln_st_twin(t + 4 * j, yv);
     }
     if (lane == 0) {
@@ -236,7 +238,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
         s += ln_sum4(x[k]);
     }
-    ln_row_reg<NV, LOAD4>(out + o, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, bias, C, lane);
+    ln_row_reg<NV, LOAD4>(out ? out + o : NULL, twin ? twin + o : NULL, mean + row, rstd + row, x, s, w, bias, C,
+                          lane);
 }
 
 /* The backward's dx (and its twin) for the ROWS_PER_BLOCK rows of a block,
@@ -334,17 +337,18 @@ extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *
                                  int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(out, (long)N * C);
+    float *y = twin ? sg_twin_fp32(out, (long)N * C) : out;
     const bool v4 = ln_aligned(out) && ln_aligned(inp) && ln_aligned(w) && (!b || ln_aligned(b));
     const bool reg = ln_by_width(C, [&](auto nv) {
         constexpr int NV = decltype(nv)::value;
         if (v4)
             ln_fwd_reg_k<NV, true, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                NULL, out, twin, mean, rstd, inp, NULL, w, b, N, C);
+                NULL, y, twin, mean, rstd, inp, NULL, w, b, N, C);
         else
             ln_fwd_reg_k<NV, false, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                NULL, out, twin, mean, rstd, inp, NULL, w, b, N, C);
+                NULL, y, twin, mean, rstd, inp, NULL, w, b, N, C);
     });
-    if (!reg) ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(out, twin, mean, rstd, inp, w, b, N, C);
+    if (!reg) ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(y, twin, mean, rstd, inp, w, b, N, C);
     CUDA_LAUNCHED();
     if (twin) sg_twin_written(out, (long)N * C);
 }
@@ -353,20 +357,20 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
                                           const real *b, const real *w, const real *bias, int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(out, (long)N * C);
+    float *y = twin ? sg_twin_fp32(out, (long)N * C) : out;
     const bool v4 = ln_aligned(res) && ln_aligned(out) && ln_aligned(a) && ln_aligned(b) && ln_aligned(w) &&
                     (!bias || ln_aligned(bias));
     const bool reg = ln_by_width(C, [&](auto nv) {
         constexpr int NV = decltype(nv)::value;
         if (v4)
             ln_fwd_reg_k<NV, true, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                res, out, twin, mean, rstd, a, b, w, bias, N, C);
+                res, y, twin, mean, rstd, a, b, w, bias, N, C);
         else
             ln_fwd_reg_k<NV, false, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                res, out, twin, mean, rstd, a, b, w, bias, N, C);
+                res, y, twin, mean, rstd, a, b, w, bias, N, C);
     });
     if (!reg)
-        res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, out, twin, mean, rstd, a, b, w, bias, N,
-                                                                        C);
+        res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, y, twin, mean, rstd, a, b, w, bias, N, C);
     CUDA_LAUNCHED();
     if (twin) sg_twin_written(out, (long)N * C);
 }

@@ -50,8 +50,22 @@
  * forward read.  Taken or cast, the bf16 values are the same bits
  * (sg_cast_bf16), so twins change no result.
  *
- * SG_MATMUL_KEEP=0 turns kept copies and twins off (every operand cast on
- * every call). */
+ * Twin-only outputs.  A tensor the model promised to matmuls alone (ops.h,
+ * op_matmul_only: the LayerNorm outputs ln1 and ln2, GELU's output and its
+ * input gradient) is read in fp32 by nobody once its producer has written
+ * the twin, so the producer stores the twin only (sg_twin_fp32): at the
+ * 124M tier that is 2 N C + 8 N C floats a layer not written, about 3 GB a
+ * step.  The twin then is the tensor's only value, so its slot is pinned
+ * (never evicted, never forgotten by op_free) until the promise ends, and a
+ * matmul that would have to cast such a tensor, because something was
+ * issued between producer and matmul or the forward did not take the
+ * twin, stops the program instead of reading what was never stored.
+ * SG_TWIN_POISON=1 fills each unstored fp32 tensor with NaN, so that a
+ * reader that broke the promise shows up in the results (the emulated
+ * tests run with it); SG_MATMUL_STATS=1 prints the counts at exit.
+ *
+ * SG_MATMUL_KEEP=0 turns kept copies, twins and twin-only outputs off
+ * (every operand cast on every call, every output stored). */
 #include <string.h>
 
 #include "cuda_common.h"
@@ -86,26 +100,84 @@ typedef struct {
     int read;          /* a forward read copy: the backward's dW may reuse it (ops.h) */
     unsigned long seq; /* a twin: sg_stream_seq() after its producer; 0 none (the count
                         * moves before any launch, so a producer's stamp is not 0) */
+    int only;          /* a twin whose fp32 tensor was not stored: pinned */
 } Kept;
 
 static Kept g_kept[KEPT];
 static unsigned long g_kept_clock;
 static int g_keep = -1; /* SG_MATMUL_KEEP, read once */
 static long g_skipped; /* casts skipped: sg_matmul_casts_skipped */
+static long g_unstored; /* fp32 outputs not stored: sg_matmul_stores_skipped */
+static int g_poison;    /* SG_TWIN_POISON=1 */
+
+/* op_matmul_only's promises, (address, count) as the table is keyed */
+typedef struct {
+    const float *p;
+    long n;
+} Promise;
+static Promise *g_promised;
+static int g_n_promised, g_cap_promised;
+
+static void print_stats(void) {
+    fprintf(stderr, "sg matmul: %ld operand casts skipped, %ld fp32 outputs not stored\n", g_skipped, g_unstored);
+}
 
 static int keep_on(void) {
     if (g_keep < 0) {
         const char *e = getenv("SG_MATMUL_KEEP");
         g_keep = !(e && e[0] == '0');
+        e = getenv("SG_TWIN_POISON");
+        g_poison = e && e[0] == '1';
+        e = getenv("SG_MATMUL_STATS");
+        if (e && e[0] == '1') atexit(print_stats);
     }
     return g_keep;
 }
 
+/* op_free: an address may come back for another buffer.  A pinned twin
+ * stays: it lives in a promised tensor, which its owner ends the promise
+ * of before it frees it (ops.h). */
 extern "C" void sg_matmul_forget(void) {
-    for (int i = 0; i < KEPT; i++) g_kept[i].src = NULL;
+    for (int i = 0; i < KEPT; i++)
+        if (!g_kept[i].only) g_kept[i].src = NULL;
 }
 
 extern "C" long sg_matmul_casts_skipped(void) { return g_skipped; }
+extern "C" long sg_matmul_stores_skipped(void) { return g_unstored; }
+
+extern "C" void op_matmul_only(const real *buf, long n) {
+    if (!buf || n <= 0 || !keep_on()) return; /* without twins every output is stored */
+    if (g_n_promised == g_cap_promised) {
+        int cap = g_cap_promised ? 2 * g_cap_promised : 64;
+        Promise *p = (Promise *)realloc(g_promised, (size_t)cap * sizeof *p);
+        if (!p) return; /* no room to remember it: the tensor is stored as before */
+        g_promised = p, g_cap_promised = cap;
+    }
+    g_promised[g_n_promised].p = buf, g_promised[g_n_promised].n = n;
+    g_n_promised++;
+}
+
+/* The pinned twins of the tensors whose promise ends are dropped with it:
+ * they held values whose fp32 tensor was never stored. */
+extern "C" void op_matmul_only_end(const void *base, size_t bytes) {
+    const char *lo = (const char *)base, *hi = lo + bytes;
+    int kept = 0;
+    for (int i = 0; i < g_n_promised; i++) {
+        const char *p = (const char *)g_promised[i].p;
+        if (p < lo || p >= hi) g_promised[kept++] = g_promised[i];
+    }
+    g_n_promised = kept;
+    for (int i = 0; i < KEPT; i++) {
+        const char *p = (const char *)g_kept[i].src;
+        if (g_kept[i].only && p >= lo && p < hi) g_kept[i].src = NULL, g_kept[i].only = 0;
+    }
+}
+
+static int promised(const float *p, long n) {
+    for (int i = 0; i < g_n_promised; i++)
+        if (g_promised[i].p == p && g_promised[i].n == n) return 1;
+    return 0;
+}
 
 static Kept *kept_find(const float *src, long n) {
     for (int i = 0; i < KEPT; i++)
@@ -113,15 +185,35 @@ static Kept *kept_find(const float *src, long n) {
     return NULL;
 }
 
+/* A matmul needs the fp32 values of src[0, n); stops if they were never stored. */
+static void need_fp32(const float *src, long n, const char *role) {
+    const Kept *k = kept_find(src, n);
+    if (k && k->only) {
+        char why[320];
+        snprintf(why, sizeof why,
+                 "%s (%ld elements) was promised to matmuls alone (op_matmul_only), so only its bf16 twin "
+                 "was stored, and that twin is stale here: the promise was broken",
+                 role, n);
+        sg_cuda_fail(__FILE__, __LINE__, "op_matmul_only", why);
+    }
+}
+
 /* The slot for x[0, n), claimed (the least recently used) if there is none,
  * with room for n elements; its contents are the caller's to write.  NULL
- * when out of memory. */
+ * when out of memory or when every slot is pinned. */
 static Kept *kept_slot(const float *src, long n) {
     Kept *k = kept_find(src, n);
     if (!k) {
-        k = &g_kept[0];
-        for (int i = 1; i < KEPT && k->src; i++)
-            if (!g_kept[i].src || g_kept[i].used < k->used) k = &g_kept[i];
+        for (int i = 0; i < KEPT; i++) { /* a free slot, else the least recently used unpinned one */
+            Kept *c = &g_kept[i];
+            if (c->only) continue;
+            if (!c->src) {
+                k = c;
+                break;
+            }
+            if (!k || c->used < k->used) k = c;
+        }
+        if (!k) return NULL; /* every slot pinned: the caller casts into scratch, or stores fp32 */
         if (k->cap < (size_t)n) {
             if (k->copy) {
                 CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may read it */
@@ -138,7 +230,7 @@ static Kept *kept_slot(const float *src, long n) {
         k->src = src, k->n = n;
     }
     k->used = ++g_kept_clock;
-    k->read = 0, k->seq = 0; /* about to be rewritten: neither kept nor a twin until then */
+    k->read = 0, k->seq = 0, k->only = 0; /* about to be rewritten: neither kept nor a twin until then */
     return k;
 }
 
@@ -158,6 +250,7 @@ static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
         g_skipped++;
         k->used = ++g_kept_clock;
     } else {
+        need_fp32(src, n, "a forward's x");
         k = kept_slot(src, n);
         if (!k) return NULL;
         cast_into(k->copy, src, n);
@@ -187,6 +280,15 @@ extern "C" __nv_bfloat16 *sg_twin_begin(const float *out, long n) {
 extern "C" void sg_twin_written(const float *out, long n) {
     Kept *k = kept_find(out, n);
     if (k) k->seq = sg_stream_seq();
+}
+
+extern "C" float *sg_twin_fp32(float *out, long n) {
+    Kept *k = kept_find(out, n);
+    if (!k || !promised(out, n)) return out;
+    k->only = 1;
+    g_unstored++;
+    if (g_poison) CUDA_CHECK(cudaMemsetAsync(out, 0xff, (size_t)n * sizeof *out, sg_stream())); /* NaN */
+    return NULL;
 }
 
 typedef struct {
@@ -276,6 +378,8 @@ extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real
         k = kept_find(inp, (long)M * K);
         if (k && !k->read && !twin_fresh(inp, (long)M * K)) k = NULL; /* an untaken twin, stale */
     }
+    if (!t) need_fp32(dout, (long)M * N, "a backward's dout");
+    if (dw && !k) need_fp32(inp, (long)M * K, "a backward's x");
     g_skipped += (t != NULL) + (k != NULL);
     const __nv_bfloat16 *dy = t ? t->copy : as_bf16(SCRATCH_BF16_A, dout, (long)M * N);
     if (dinp) {

@@ -69,6 +69,10 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
     if (bytes) memmove(dst, src, bytes);
     return cudaSuccess;
 }
+inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t = nullptr) {
+    if (bytes) memset(dst, value, bytes);
+    return cudaSuccess;
+}
 /* height rows of width bytes, at pitches dpitch and spitch */
 inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                                      size_t height, cudaMemcpyKind kind, cudaStream_t = nullptr) {

@@ -3,6 +3,8 @@
  * the CUDA ops live in one binary (tests/gpu/test_gpu_ops.c). */
 #define op_matmul_fwd cpu_op_matmul_fwd
 #define op_matmul_bwd cpu_op_matmul_bwd
+#define op_matmul_only cpu_op_matmul_only
+#define op_matmul_only_end cpu_op_matmul_only_end
 #define op_layernorm_fwd cpu_op_layernorm_fwd
 #define op_residual_layernorm_fwd cpu_op_residual_layernorm_fwd
 #define op_layernorm_bwd cpu_op_layernorm_bwd

@@ -14,7 +14,12 @@
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
 #     and the corruption are fp32 on both).
+# Everything runs with SG_TWIN_POISON=1: the fp32 tensors the model promised
+# to matmuls alone, which the GPU leaves unstored, read as NaN, so a reader
+# that broke the promise fails the comparisons (kernels/cuda/matmul.cu); and
+# a broken promise must stop the program (test_gpu_ops broken-promise).
 set -u
+export SG_TWIN_POISON=1
 B=${1:-build}
 CB=$B/cuda
 PY=${PYTHON:-python3}
@@ -31,6 +36,13 @@ line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" <<<"$out")
 p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*passed, ([0-9]+) failed/\1/' <<<"$line")
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ "$rc" -eq 0 ] || [ "${f:-1}" -gt 0 ] || bad "test_gpu_ops exited $rc"
+out=$(SG_TWIN_POISON=0 "$CB/test_gpu_ops" twins 2>&1)
+check 'grep -qE "^test_gpu_ops: [0-9]+ passed, 0 failed$" <<<"$out"' "test_gpu_ops twins with SG_TWIN_POISON=0: $(grep -m 10 FAIL <<<"$out")"
+for how in fwd dw dout; do
+    out=$("$CB/test_gpu_ops" broken-promise $how 2>&1); rc=$?
+    check '[ $rc -eq 1 ] && grep -q "promised to matmuls alone (op_matmul_only)" <<<"$out"' \
+        "a broken promise ($how) stops the program (exit $rc): $(tail -n 2 <<<"$out")"
+done
 
 "$B/sgsynth" --out "$W/data" --vocab 512 --val-tokens 40000 --train-tokens 200000 --shard-tokens 100000 >/dev/null
 ARMS="baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2"

@@ -321,6 +321,137 @@ static void test_twin_layer(int M, int C) {
     free(a), free(b), free(lw), free(lb), free(fw), free(pw), free(aw), free(dres), free(atty), free(gw), free(gl);
 }
 
+/* ---- twin-only outputs (ops.h, op_matmul_only) ----------------------------
+ * A tensor promised to matmuls alone keeps only its twin: its producer
+ * stores no fp32 (sg_matmul_stores_skipped counts each), or NaN under
+ * SG_TWIN_POISON=1, and the matmuls that read it right after and in the
+ * backward give the bits of the same ops on an unpromised tensor.  With
+ * SG_MATMUL_KEEP=0 the promise changes nothing and every output is stored. */
+long sg_matmul_stores_skipped(void); /* kernels/cuda/matmul.cu */
+
+static int poison_on(void) {
+    const char *e = getenv("SG_TWIN_POISON");
+    return e && e[0] == '1';
+}
+
+/* y unstored: still the sentinel, or NaN (poison); else the reference bits */
+static void stored_or_not(const char *what, const real *y_d, const real *ref_d, real sentinel, long n) {
+    real *y = back(y_d, n), *r = back(ref_d, n);
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        int ok = !twins_on() ? !memcmp(y + i, r + i, sizeof *y) : poison_on() ? isnan(y[i]) : y[i] == sentinel;
+        bad += !ok;
+    }
+    CHECK(bad == 0, "%s: %ld of %ld fp32 elements %s", what, bad, n,
+          !twins_on() ? "differ from the stored reference" : poison_on() ? "not NaN" : "overwritten");
+    free(y), free(r);
+}
+
+/* producer 0-2 as test_twin_fwd's (forward twins) or 3: GELU's backward
+ * (dout of a matmul backward).  Promised y against an unpromised yr, both
+ * from the same inputs; then the matmuls on each, bitwise.  free_between:
+ * op_free of an unrelated buffer between the forward and its backward
+ * (every unpinned kept copy is forgotten there; the pinned ones stay). */
+static void test_twin_only(int producer, int free_between, int M, int K, int N) {
+    long nx = (long)M * K, ny = producer == 3 ? (long)M * N : nx;
+    real *x = host_rand(ny, 2), *z = host_rand(ny, 1), *lw = host_rand(K, 1), *lb = host_rand(K, 1);
+    real *w = host_rand((long)N * K, 0.1), *dy = host_rand((long)M * N, 1), *dw = host_rand((long)N * K, 0.01);
+    real *xin = host_rand(nx, 1);
+    const real sentinel = (real)12345.5;
+    real *sent = malloc(sizeof(real) * (size_t)ny);
+    for (long i = 0; i < ny; i++) sent[i] = sentinel;
+    real *x_d = dev_of(x, ny), *z_d = dev_of(z, ny), *lw_d = dev_of(lw, K), *lb_d = dev_of(lb, K),
+         *w_d = dev_of(w, (long)N * K), *dy_d = dev_of(dy, (long)M * N), *xin_d = dev_of(xin, nx);
+    real *y_d = dev_of(sent, ny), *yr_d = gpu_ops.alloc(sizeof(real) * ny), *res_d = gpu_ops.alloc(sizeof(real) * ny),
+         *mu_d = gpu_ops.alloc(sizeof(real) * M), *rs_d = gpu_ops.alloc(sizeof(real) * M);
+    real *o[2], *dx[2], *dwk[2];
+    for (int k = 0; k < 2; k++)
+        o[k] = gpu_ops.alloc(sizeof(real) * M * N), dx[k] = gpu_ops.alloc(sizeof(real) * nx),
+        dwk[k] = dev_of(dw, (long)N * K);
+    char what[160];
+    snprintf(what, sizeof what, "twin only: %s%s, %dx%dx%d", producer == 3 ? "gelu backward" : TWIN_FWD[producer],
+             free_between ? ", op_free before the backward" : "", M, K, N);
+    op_matmul_only(y_d, ny);
+    long s0 = sg_matmul_stores_skipped();
+    for (int k = 0; k < 2; k++) { /* k 0: promised y; k 1: the reference yr */
+        real *t = k ? yr_d : y_d;
+        if (producer == 3) {
+            gpu_ops.gelu_bwd(t, x_d, z_d, ny);
+            gpu_ops.matmul_bwd(dx[k], dwk[k], t, xin_d, w_d, M, K, N);
+        } else {
+            twin_produce(producer, t, res_d, mu_d, rs_d, x_d, z_d, lw_d, lb_d, M, K);
+            gpu_ops.matmul_fwd(o[k], t, w_d, M, K, N);
+            if (free_between) gpu_ops.free(gpu_ops.alloc(64));
+            gpu_ops.matmul_bwd(dx[k], dwk[k], dy_d, t, w_d, M, K, N);
+        }
+    }
+    long skipped = sg_matmul_stores_skipped() - s0;
+    CHECK(skipped == twins_on(), "%s: %ld fp32 outputs not stored, want %d", what, skipped, twins_on());
+    stored_or_not(what, y_d, yr_d, sentinel, ny);
+    real *yc_d = dev_copy(yr_d, ny); /* no twin, no kept copy: the cast path */
+    real *oc = gpu_ops.alloc(sizeof(real) * M * N), *dxc = gpu_ops.alloc(sizeof(real) * nx),
+         *dwc = dev_of(dw, (long)N * K);
+    if (producer == 3) {
+        gpu_ops.matmul_bwd(dxc, dwc, yc_d, xin_d, w_d, M, K, N);
+    } else {
+        gpu_ops.matmul_fwd(oc, yc_d, w_d, M, K, N);
+        gpu_ops.matmul_bwd(dxc, dwc, dy_d, yc_d, w_d, M, K, N);
+    }
+    char part[200];
+    for (int k = 0; k < 2; k++) {
+        const char *which = k ? "unpromised" : "promised";
+        if (producer != 3) {
+            snprintf(part, sizeof part, "%s, %s, fwd", what, which);
+            twin_bits(part, o[k], oc, (long)M * N);
+        }
+        snprintf(part, sizeof part, "%s, %s, dinp", what, which);
+        twin_bits(part, dx[k], dxc, nx);
+        snprintf(part, sizeof part, "%s, %s, dw", what, which);
+        twin_bits(part, dwk[k], dwc, (long)N * K);
+    }
+    /* once the promise ends, the producer stores y again */
+    op_matmul_only_end(y_d, sizeof(real) * (size_t)ny);
+    s0 = sg_matmul_stores_skipped();
+    if (producer == 3) gpu_ops.gelu_bwd(y_d, x_d, z_d, ny);
+    else twin_produce(producer, y_d, res_d, mu_d, rs_d, x_d, z_d, lw_d, lb_d, M, K);
+    CHECK(sg_matmul_stores_skipped() == s0, "%s: an output stored after op_matmul_only_end", what);
+    snprintf(part, sizeof part, "%s, after the promise ended", what);
+    twin_bits(part, y_d, yr_d, ny);
+    void *ds[] = {x_d, z_d, lw_d, lb_d, w_d, dy_d, xin_d, y_d, yr_d, res_d, mu_d, rs_d,
+                  o[0], o[1], dx[0], dx[1], dwk[0], dwk[1], yc_d, oc, dxc, dwc};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(z), free(lw), free(lb), free(w), free(dy), free(dw), free(xin), free(sent);
+}
+
+/* `test_gpu_ops broken-promise fwd|dw|dout`: an op issued between a
+ * promised tensor's producer and the matmul that reads it, so its twin is
+ * stale.  The reader is a forward's x (fwd), a backward's x whose forward
+ * never read it (dw), or a backward's dout (dout, GELU's backward the
+ * producer).  The matmul must stop the program (exit 1, a message naming
+ * op_matmul_only) rather than read the fp32 values never stored; the caller
+ * checks that it did (tests/e2e_cuda_sgtrain_emu.sh, run.sh). */
+static int broken_promise(const char *how) {
+    int M = 64, K = 32, N = 48;
+    long nx = (long)M * K, nd = (long)M * N;
+    int dout = !strcmp(how, "dout");
+    long ny = dout ? nd : nx;
+    real *x = host_rand(ny, 1), *w = host_rand((long)N * K, 0.1), *dy = host_rand(nd, 1);
+    real *x_d = dev_of(x, ny), *w_d = dev_of(w, (long)N * K), *dy_d = dev_of(dy, nd), *xin_d = dev_of(x, nx);
+    real *y_d = gpu_ops.alloc(sizeof(real) * ny), *o_d = gpu_ops.alloc(sizeof(real) * nd),
+         *dx_d = gpu_ops.alloc(sizeof(real) * nx), *dw_d = gpu_ops.alloc(sizeof(real) * N * K);
+    op_matmul_only(y_d, ny);
+    if (dout) gpu_ops.gelu_bwd(y_d, x_d, dy_d, ny);
+    else gpu_ops.gelu_fwd(y_d, x_d, ny);
+    gpu_ops.add(x_d, x_d, x_d, ny); /* any op between: the twin is stale */
+    if (!strcmp(how, "fwd")) gpu_ops.matmul_fwd(o_d, y_d, w_d, M, K, N);
+    else if (dout) gpu_ops.matmul_bwd(dx_d, dw_d, y_d, xin_d, w_d, M, K, N);
+    else gpu_ops.matmul_bwd(NULL, dw_d, dy_d, y_d, w_d, M, K, N);
+    op_sync();
+    printf("broken promise (%s): the matmul went on, %ld fp32 outputs were not stored\n", how,
+           sg_matmul_stores_skipped());
+    return 0;
+}
+
 static void test_twins(void) {
     for (int producer = 0; producer < 3; producer++)
         for (int between = 0; between <= 6; between++) {
@@ -333,6 +464,10 @@ static void test_twins(void) {
             test_twin_bwd(gelu, stale, 64, 192, 768);
         }
     test_twin_layer(70, 32);
+    for (int producer = 0; producer < 4; producer++) {
+        test_twin_only(producer, 0, 130, 64, 96);
+        test_twin_only(producer, producer == 2, 64, 768, 192);
+    }
 }
 
 static void test_layernorm(int N, int C, int bias) {
@@ -702,6 +837,7 @@ static void test_classifier(int N, int C, int V, int Vp) {
 int main(int argc, char **argv) {
     check_name = "test_gpu_ops";
     printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
+    if (argc > 2 && !strcmp(argv[1], "broken-promise")) return broken_promise(argv[2]);
     if (argc > 1 && !strcmp(argv[1], "twins")) { /* the twin cases alone (tests/e2e_cuda_sgtrain_emu.sh) */
         test_twins();
         return check_finish();
