@@ -41,8 +41,9 @@ double optim_step(Model *m, long step, double lr) {
                  c->beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0, step + 1, scale);
     }
     if (prof_on) {
+        static ProfSite site = {"optim_step: op_sumsq, op_adamw", PROF_OPTIMIZER, 0, 0, 0, 0, 0};
         op_sync();
-        prof_secs[PROF_OPTIMIZER] += prof_now() - t0;
+        prof_site_add(&site, prof_now() - t0, 0);
     }
     return norm;
 }

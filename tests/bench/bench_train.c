@@ -58,10 +58,17 @@ static double sgemm_peak(int n) {
     return best;
 }
 
+enum { TOP_SITES = 12 };
+
 typedef struct {
     double tok_s, step_s;
     double secs[PROF_N], flops[PROF_N];
     long params;
+    int n_sites; /* the op time by call site, the most first (src/profile.h) */
+    struct {
+        char what[64];
+        double secs, gflops; /* per step; gflops 0 where the site counts no flops */
+    } site[TOP_SITES];
 } Result;
 
 static Result bench_arm(const Shape *sh, const char *arm) {
@@ -105,6 +112,13 @@ static Result bench_arm(const Shape *sh, const char *arm) {
         r.secs[k] = prof_secs[k] / sh->steps;
         r.flops[k] = prof_flops[k] / sh->steps;
     }
+    ProfSite *top[TOP_SITES];
+    r.n_sites = prof_top_sites(top, TOP_SITES);
+    for (int i = 0; i < r.n_sites; i++) {
+        prof_site_label(top[i], r.site[i].what, (int)sizeof r.site[i].what - 1);
+        r.site[i].secs = top[i]->secs / sh->steps;
+        r.site[i].gflops = top[i]->secs > 0 ? top[i]->flops / top[i]->secs / 1e9 : 0;
+    }
     r.params = model_count_params(&m);
     free(times);
     free(in);
@@ -143,6 +157,7 @@ int main(int argc, char **argv) {
         first_shape = 0;
         double base = 0;
         int first_arm = 1;
+        Result first = {0};
         for (int ai = 0; ai < arm_count(); ai++) {
             const char *arm = arm_at(ai)->name;
             if (arms_arg) {
@@ -153,7 +168,7 @@ int main(int argc, char **argv) {
                 if (!strstr(list, pat)) continue;
             }
             Result r = bench_arm(sh, arm);
-            if (!base) base = r.tok_s;
+            if (!base) base = r.tok_s, first = r;
             double tot = 0;
             for (int k = 0; k < PROF_N; k++) tot += r.secs[k];
             double rest = tot - r.secs[PROF_MATMUL] - r.secs[PROF_ATTENTION] - r.secs[PROF_GATE] - r.secs[PROF_CLASSIFIER];
@@ -173,7 +188,17 @@ int main(int argc, char **argv) {
             first_arm = 0;
         }
         if (js) fprintf(js, "}}");
-        printf("(shares of profiled op time; matmul GF/s counts linear layers and the LM head; sgemm peak %.1f)\n\n", peak);
+        printf("(shares of profiled op time; matmul GF/s counts linear layers and the LM head; sgemm peak %.1f)\n", peak);
+        double tot = 0;
+        for (int k = 0; k < PROF_N; k++) tot += first.secs[k];
+        if (first.n_sites) printf("the first arm's step by call site (ms, share of profiled op time):\n");
+        for (int i = 0; i < first.n_sites; i++) {
+            char gf[24] = "";
+            if (first.site[i].gflops > 0) snprintf(gf, sizeof gf, "%7.1f GF/s", first.site[i].gflops);
+            printf("  %8.2f %5.1f%%  %-62s %s\n", 1e3 * first.site[i].secs, 100 * first.site[i].secs / tot,
+                   first.site[i].what, gf);
+        }
+        printf("\n");
     }
     if (js) {
         fprintf(js, "}}\n");

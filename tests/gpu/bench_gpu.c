@@ -107,6 +107,8 @@ static void json_num(FILE *f, double x) {
 
 /* ---- training steps ------------------------------------------------------ */
 
+enum { PROFILE_STEPS = 2, TOP_SITES = 14 };
+
 typedef struct {
     int ok;
     char err[512];
@@ -117,9 +119,13 @@ typedef struct {
     double loss_first, loss_last, gnorm_last;
     double setup_s;
     double prof_ms[PROF_N]; /* per step, from PROFILE_STEPS more steps with each op synchronised */
+    int n_sites;            /* the same by call site, the most time first (src/profile.h) */
+    struct {
+        char what[64];
+        double ms, tflops; /* per step; tflops 0 where the site counts no flops */
+        int calls;         /* per step */
+    } site[TOP_SITES];
 } TrainResult;
-
-enum { PROFILE_STEPS = 2 };
 
 static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
     TrainResult r;
@@ -175,6 +181,14 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     }
     prof_on = 0;
     for (int k = 0; k < PROF_N; k++) r.prof_ms[k] = 1e3 * prof_secs[k] / PROFILE_STEPS;
+    ProfSite *top[TOP_SITES];
+    r.n_sites = prof_top_sites(top, TOP_SITES);
+    for (int i = 0; i < r.n_sites; i++) {
+        prof_site_label(top[i], r.site[i].what, (int)sizeof r.site[i].what - 1);
+        r.site[i].ms = 1e3 * top[i]->secs / PROFILE_STEPS;
+        r.site[i].tflops = top[i]->secs > 0 ? top[i]->flops / top[i]->secs / 1e12 : 0;
+        r.site[i].calls = (int)(top[i]->calls / PROFILE_STEPS);
+    }
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
     r.ms_step = 1e3 * window / steps;
     r.ms_min = 1e3 * times[0];
@@ -493,7 +507,14 @@ int main(int argc, char **argv) {
                         fprintf(js, ", \"setup_s\": %.2f, \"profile_ms\": {", r.setup_s);
                         for (int k = 0; k < PROF_N; k++)
                             fprintf(js, "%s\"%s\": %.4f", k ? ", " : "", prof_name(k), r.prof_ms[k]);
-                        fprintf(js, "}");
+                        fprintf(js, "}, \"profile_sites\": [");
+                        for (int i = 0; i < r.n_sites; i++) {
+                            fprintf(js, "%s{\"site\": ", i ? ", " : "");
+                            json_str(js, r.site[i].what);
+                            fprintf(js, ", \"ms\": %.4f, \"calls\": %d, \"tflops\": %.3f}", r.site[i].ms,
+                                    r.site[i].calls, r.site[i].tflops);
+                        }
+                        fprintf(js, "]");
                     }
                     fprintf(js, "}");
                     fflush(js);
@@ -517,6 +538,12 @@ int main(int argc, char **argv) {
                 for (int k = 0; k < PROF_N; k++)
                     if (r.prof_ms[k] > 0) printf(" %s %.2f (%.0f%%)", prof_name(k), r.prof_ms[k], 100 * r.prof_ms[k] / tot);
                 printf("\n");
+                for (int i = 0; i < r.n_sites; i++) {
+                    char tf[24] = "";
+                    if (r.site[i].tflops > 0) snprintf(tf, sizeof tf, "%7.1f TFLOP/s", r.site[i].tflops);
+                    printf("%-17s %7.3f ms %4.1f%% %3dx %-62s %s\n", "", r.site[i].ms, 100 * r.site[i].ms / tot,
+                           r.site[i].calls, r.site[i].what, tf);
+                }
                 fflush(stdout);
                 if (!r.ok) failed = 1;
             }
