@@ -92,4 +92,20 @@ static inline unsigned sg_blocks(long n, int threads) { return (unsigned)((n + t
  * which is what makes a twin bitwise the cast it replaces. */
 __device__ __forceinline__ __nv_bfloat16 sg_cast_bf16(float v) { return __float2bfloat16(v); }
 
+/* 16-byte accesses for the vector paths (p 16-byte aligned).  A float4
+ * store through a float4 pointer came out of nvcc 13 as four 4-byte stores
+ * in places; __stwb is one 16-byte st.global.wb (the default write-back
+ * policy). */
+__device__ __forceinline__ float4 sg_ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ void sg_st4(float *p, float4 x) { __stwb(reinterpret_cast<float4 *>(p), x); }
+/* The bf16 of four floats, each as sg_cast_bf16 rounds it, at t (8-byte
+ * aligned): two 4-byte stores instead of four 2-byte ones. */
+__device__ __forceinline__ void sg_st_bf16x4(__nv_bfloat16 *t, float4 v) {
+    __nv_bfloat162 lo, hi;
+    lo.x = sg_cast_bf16(v.x), lo.y = sg_cast_bf16(v.y);
+    hi.x = sg_cast_bf16(v.z), hi.y = sg_cast_bf16(v.w);
+    __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(t);
+    p[0] = lo, p[1] = hi;
+}
+
 #endif

@@ -119,11 +119,6 @@ __device__ __forceinline__ float warp_sum(float x) {
 
 /* ---- vector path -------------------------------------------------------- */
 
-__device__ __forceinline__ float4 gate_ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
-/* A float4 store through a float4 pointer came out of nvcc 13 as four
- * 4-byte stores in the backward; __stwb is one 16-byte st.global.wb (the
- * default write-back policy). */
-__device__ __forceinline__ void gate_st4(float *p, float4 x) { __stwb(reinterpret_cast<float4 *>(p), x); }
 __device__ __forceinline__ float gate_dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
 /* s[u] = the sum of s[u] over the L lanes of each group (lane bits below
@@ -168,8 +163,8 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
         for (int k = 0; k < NV; k++) {
             const int j = c + k * L;
             const bool in = ok[u] && j < n4;
-            x[u][k] = in ? gate_ld4(vr + 4 * j) : zero;
-            wv[u][k] = in && proj ? gate_ld4(wr + 4 * j) : zero;
+            x[u][k] = in ? sg_ld4(vr + 4 * j) : zero;
+            wv[u][k] = in && proj ? sg_ld4(wr + 4 * j) : zero;
         }
         tb[u] = norm ? p.tau[h[u]] : proj ? p.b[h[u]] : 0.f;
     }
@@ -205,7 +200,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
             for (int k = 0; k < NV; k++) {
                 const int j = c + k * L;
                 const float4 e = x[u][k];
-                if (j < n4) gate_st4(o + 4 * j, make_float4(gv * e.x, gv * e.y, gv * e.z, gv * e.w));
+                if (j < n4) sg_st4(o + 4 * j, make_float4(gv * e.x, gv * e.y, gv * e.z, gv * e.w));
             }
         }
     }
@@ -241,7 +236,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int j = c + k * L;
-        w[k] = !norm && j < n4 ? gate_ld4(p.w + (long)h * d + 4 * j) : zero;
+        w[k] = !norm && j < n4 ? sg_ld4(p.w + (long)h * d + 4 * j) : zero;
         acc[k] = zero;
     }
     float acc0 = 0.f; /* sum of dz */
@@ -267,8 +262,8 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
             for (int k = 0; k < NV; k++) {
                 const int j = c + k * L;
                 const bool in = ok[u] && j < n4;
-                x[u][k] = in ? gate_ld4(vr + 4 * j) : zero;
-                y[u][k] = in ? gate_ld4(yr + 4 * j) : zero;
+                x[u][k] = in ? sg_ld4(vr + 4 * j) : zero;
+                y[u][k] = in ? sg_ld4(yr + 4 * j) : zero;
             }
             /* a row past the end gets g = dlogbias = 0, hence dz = 0 */
             gv[u] = ok[u] ? g[gi] : 0.f;
@@ -302,7 +297,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
                 const float4 dir = norm ? x[u][k] : w[k], yk = y[u][k];
                 const float gy = route ? 1.f : gv[u];
                 if (ok[u] && j < n4)
-                    gate_st4(dr + 4 * j, make_float4(gy * yk.x + f * dir.x, gy * yk.y + f * dir.y,
+                    sg_st4(dr + 4 * j, make_float4(gy * yk.x + f * dir.x, gy * yk.y + f * dir.y,
                                                      gy * yk.z + f * dir.z, gy * yk.w + f * dir.w));
                 if (!norm) {
                     acc[k].x = fmaf(dz, x[u][k].x, acc[k].x);

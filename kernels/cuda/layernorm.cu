@@ -171,14 +171,6 @@ __device__ __forceinline__ void ln_st4(float *p, float4 v) {
         p[0] = v.x, p[1] = v.y, p[2] = v.z, p[3] = v.w;
     }
 }
-/* the bf16 of four floats: 8 bytes, aligned when the twin is (4 | C) */
-__device__ __forceinline__ void ln_st_twin(__nv_bfloat16 *t, float4 v) {
-    __nv_bfloat162 lo, hi;
-    lo.x = sg_cast_bf16(v.x), lo.y = sg_cast_bf16(v.y);
-    hi.x = sg_cast_bf16(v.z), hi.y = sg_cast_bf16(v.w);
-    __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(t);
-    p[0] = lo, p[1] = hi;
-}
 __device__ __forceinline__ float ln_sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 /* y = (x - mean) rstd w + b for a row held as x[k] (slots j < n4), after
@@ -204,7 +196,7 @@ __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *me
         const float4 yv = make_float4((x[k].x - mu) * r * wv.x + bv.x, (x[k].y - mu) * r * wv.y + bv.y,
                                       (x[k].z - mu) * r * wv.z + bv.z, (x[k].w - mu) * r * wv.w + bv.w);
         if (y) ln_st4<LOAD4>(y + 4 * j, yv);
-        if (t) ln_st_twin(t + 4 * j, yv);
+        if (t) sg_st_bf16x4(t + 4 * j, yv);
     }
     if (lane == 0) {
         *mean = mu;
@@ -291,7 +283,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                                           d0.z + r * (g.z * wv[k].z - md - x.z * mdx),
                                           d0.w + r * (g.w * wv[k].w - md - x.w * mdx));
             ln_st4<LOAD4>(dinp + o + 4 * j, dv);
-            if (twin) ln_st_twin(twin + o + 4 * j, dv);
+            if (twin) sg_st_bf16x4(twin + o + 4 * j, dv);
             sw[k].x += g.x * x.x, sw[k].y += g.y * x.y, sw[k].z += g.z * x.z, sw[k].w += g.w * x.w;
             sb[k].x += g.x, sb[k].y += g.y, sb[k].z += g.z, sb[k].w += g.w;
         }

@@ -566,6 +566,55 @@ static void test_pointwise(long n) {
     free(x), free(x2), free(dy), free(y), free(dx), free(p), free(m), free(v), free(g);
 }
 
+/* GELU and AdamW take four elements a thread when their tensors are
+ * 16-byte aligned, and one otherwise (kernels/cuda/elementwise.cu): the
+ * same arithmetic, so the same bits.  Each op on tensors one element off
+ * alignment (the scalar kernels) against the same on aligned tensors (the
+ * vector path, the n % 4 left scalar), bitwise; the shifted results also
+ * against the CPU. */
+static void test_pointwise_paths(long n) {
+    enum { IN = 5, OUT = 5 };
+    real *in[IN] = {host_rand(n, 3), host_rand(n, 1), host_rand(n, 1), host_rand(n, 0.1), host_rand(n, 0.1)};
+    real *x = in[0], *dy = in[1], *p = in[2], *m = in[3], *v = in[4];
+    for (long i = 0; i < n; i++) v[i] = v[i] * v[i];
+    static const char *const names[OUT] = {"gelu fwd", "gelu bwd", "adamw p", "adamw m", "adamw v"};
+    real *got[2][OUT];
+    for (int shift = 0; shift <= 1; shift++) {
+        real *buf[IN + 2], *d[IN + 2];
+        for (int k = 0; k < IN + 2; k++) {
+            buf[k] = gpu_ops.alloc(sizeof(real) * (size_t)(n + 1));
+            d[k] = buf[k] + shift;
+            if (k < IN) gpu_ops.upload(d[k], in[k], sizeof(real) * (size_t)n);
+        }
+        real *y_d = d[IN], *dx_d = d[IN + 1];
+        gpu_ops.gelu_fwd(y_d, d[0], n);
+        gpu_ops.gelu_bwd(dx_d, d[0], d[1], n);
+        gpu_ops.adamw(d[2], d[3], d[4], d[1], n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+        real *outs[OUT] = {y_d, dx_d, d[2], d[3], d[4]};
+        for (int k = 0; k < OUT; k++) got[shift][k] = back(outs[k], n);
+        if (shift) {
+            real *y = calloc((size_t)n, sizeof *y), *dx = calloc((size_t)n, sizeof *dx);
+            cpu_ops.gelu_fwd(y, x, n);
+            cpu_ops.gelu_bwd(dx, x, dy, n);
+            cpu_ops.adamw(p, m, v, dy, n, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+            const real *ref[OUT] = {y, dx, p, m, v};
+            for (int k = 0; k < OUT; k++) {
+                char what[64];
+                snprintf(what, sizeof what, "%s, tensors off 16-byte alignment", names[k]);
+                same(what, outs[k], ref[k], n, 0);
+            }
+            free(y), free(dx);
+        }
+        for (int k = 0; k < IN + 2; k++) gpu_ops.free(buf[k]);
+    }
+    for (int k = 0; k < OUT; k++) {
+        CHECK(!memcmp(got[0][k], got[1][k], sizeof(real) * (size_t)n),
+              "%s (n %ld): the vector path's bits differ from the scalar kernel's", names[k], n);
+        free(got[0][k]), free(got[1][k]);
+    }
+    for (int k = 0; k < IN; k++) free(in[k]);
+}
+
 static void test_embed(int B, int T, int C, int V, int sink) {
     int Tp = T + (sink ? 1 : 0);
     int32_t *tok = malloc(sizeof *tok * (size_t)B * T);
@@ -854,6 +903,8 @@ int main(int argc, char **argv) {
     }
     test_residual_layernorm(7, 100, 1, 0);
     test_pointwise(100003);
+    test_pointwise_paths(4099);
+    test_pointwise_paths(4096);
     test_embed(2, 16, 32, 100, 0);
     test_embed(3, 9, 32, 50, 1);
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
