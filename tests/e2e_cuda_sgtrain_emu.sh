@@ -173,15 +173,26 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
+# an ungated arm also promises dqkv, which only the mma tiles write a twin
+# of: one more unstored output per layer (2) with them than with wmma
+unstored() { sed -nE 's/^sg matmul: [0-9]+ operand casts skipped, ([0-9]+) fp32 outputs not stored$/\1/p' "$1"; }
+for tiles in wmma mma; do
+    SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm baseline --seed 3 --data "$W/d" \
+        -o "$W/stats-$tiles.st" >/dev/null 2>"$W/stats-$tiles.log"
+done
+uw=$(unstored "$W/stats-wmma.log") um=$(unstored "$W/stats-mma.log")
+check '[ -n "$uw" ] && [ -n "$um" ] && [ "$uw" -gt 0 ] && [ "$um" -eq $((uw + 2)) ]' \
+    "baseline grads: fp32 outputs not stored, wmma $uw, mma $um (want wmma + 2: dqkv in each layer)"
+echo "baseline grads: fp32 outputs not stored: wmma ${uw:-?}, mma ${um:-?}"
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
 check '[ $rc -eq 0 ] && grep -q "cuda (emulated" "$W/g1/result.json"' "one emulated GPU trains (exit $rc): $(tail -n 2 "$W/g1.log")"
 # 6 steps of 4 micro-batches, 2 layers: ln1, ln2 and GELU's output per layer
 # in each forward (and in each validation forward), dfch per layer in each backward
-unstored=$(sed -nE 's/^sg matmul: ([0-9]+) operand casts skipped, ([0-9]+) fp32 outputs not stored$/\2/p' "$W/g1.log")
-check '[ "${unstored:-0}" -ge 192 ]' "training stores only the twins of the promised tensors: ${unstored:-no} fp32 outputs not stored (want >= 6 x 4 x 2 x 4 = 192)"
-echo "training: ${unstored:-no} fp32 outputs left unstored for their twins"
+n_unstored=$(unstored "$W/g1.log")
+check '[ "${n_unstored:-0}" -ge 192 ]' "training stores only the twins of the promised tensors: ${n_unstored:-no} fp32 outputs not stored (want >= 6 x 4 x 2 x 4 = 192)"
+echo "training: ${n_unstored:-no} fp32 outputs left unstored for their twins"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
 SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&

@@ -412,7 +412,7 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
         sg_cuda_fail(__FILE__, __LINE__, "op_attention_bwd", "head dim > 128 is not supported");
     const bool vec = attn_aligned16(q) && attn_aligned16(k) && attn_aligned16(v) &&
                      attn_aligned16(dout);
-    const AttnGeom g = attn_geom(a, vec);
+    AttnGeom g = attn_geom(a, vec);
     const int want_dc = a->phantom && a->sink && dsink;
 
     /* scratch: D [B,H,T] fp32, the dsink partials [B,H,nchunk] double, and
@@ -438,7 +438,13 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     const long C = (long)H * a->d;
     const bool whole = dk == dq + C && dv == dq + 2 * C && a->q_stride == 3 * C && a->k_stride == 3 * C &&
                        a->v_stride == 3 * C;
-    sg_bf16 *twin = mma && whole ? sg_twin_begin(dq, (long)B * T * 3 * C) : nullptr;
+    const long n3 = (long)B * T * 3 * C;
+    sg_bf16 *twin = mma && whole ? sg_twin_begin(dq, n3) : nullptr;
+    /* a dqkv promised to matmuls alone (ops.h) keeps its twin only; without
+     * a twin this call stores fp32, and any twin an earlier call left is
+     * stale */
+    if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
+    else if (whole) sg_twin_none(dq, n3);
     if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, twin);
     else
         attn_by_dpad(a->d, [&](auto dp) {
@@ -449,5 +455,5 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
                                                                          nchunk);
         CUDA_LAUNCHED();
     }
-    if (twin) sg_twin_written(dq, (long)B * T * 3 * C);
+    if (twin) sg_twin_written(dq, n3);
 }

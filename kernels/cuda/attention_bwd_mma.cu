@@ -238,9 +238,9 @@ static __global__ void __launch_bounds__(ATTN_NT)
         colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
     }
     tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
-                      tv ? tv + row0 * g.v_stride + ho : nullptr);
+                      tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32);
     tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
-                      tk ? tk + row0 * g.k_stride + ho : nullptr);
+                      tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
     if (dlogbias && tq == 0)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
@@ -329,7 +329,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     if (!active) return;
     tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa, qw0, T, g.d, g.scale, lane,
-                      twq ? twq + row0 * g.q_stride + ho : nullptr);
+                      twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
 template <int DP>

@@ -80,6 +80,7 @@ struct AttnGeom {
     int phantom;
     int vec; /* every tile source is 16-byte aligned with d, strides % 4 == 0 */
     int Tp;  /* rows of a packed (b,h) slice (attn_pack): T rounded up to ATTN_PACK_ROWS */
+    int f32; /* the backward stores dq, dk, dv in fp32; 0: their twin only (sg_twin_fp32) */
 };
 
 static inline int attn_dpad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
@@ -109,6 +110,7 @@ static inline AttnGeom attn_geom(const AttnArgs *a, bool vec) {
     g.Tp = (a->T + ATTN_PACK_ROWS - 1) / ATTN_PACK_ROWS * ATTN_PACK_ROWS;
     g.vec = vec && a->d % 4 == 0 && a->q_stride % 4 == 0 && a->k_stride % 4 == 0 &&
             a->v_stride % 4 == 0 && a->o_stride % 4 == 0;
+    g.f32 = 1;
     return g;
 }
 
@@ -203,13 +205,14 @@ static __device__ __forceinline__ void tc_acc_to_a(tc_reg a[4], const float x[][
 
 /* A warp's 16 x DP accumulators acc[n] (n = 8-column part; mma_ptx.h),
  * times mul, to rows first .. first+15 (those < T), columns < d, of a
- * (b,h) slice of stride `stride`; and, where twin is not null, their bf16
- * values (sg_cast_bf16) at the same offsets of twin, a slice laid out as
- * dst's (the matmul twin of the attention output; cuda_common.h). */
+ * (b,h) slice of stride `stride` (unless store is false); and, where twin
+ * is not null, their bf16 values (sg_cast_bf16) at the same offsets of
+ * twin, a slice laid out as dst's (the matmul twin of the attention
+ * output or of dqkv; cuda_common.h). */
 template <int DP>
 static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, int stride, const float acc[DP / 8][4],
                                                      int first, int T, int d, float mul, int lane,
-                                                     sg_bf16 *__restrict__ twin = nullptr) {
+                                                     sg_bf16 *__restrict__ twin = nullptr, bool store = true) {
     const int gq = lane >> 2, tq = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -223,7 +226,7 @@ static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, in
             for (int e = 0; e < 2; ++e) {
                 if (c + e >= d) continue;
                 const float x = acc[n][2 * r + e] * mul;
-                dst[off + c + e] = x;
+                if (store) dst[off + c + e] = x;
                 if (twin) twin[off + c + e] = sg_cast_bf16(x);
             }
         }

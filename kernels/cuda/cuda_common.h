@@ -74,6 +74,9 @@ void sg_twin_written(const float *out, long n);
  * so the kernel stores the twin only (a write of 4 bytes an element saved).
  * An op that can take NULL calls it; one that cannot simply stores out. */
 float *sg_twin_fp32(float *out, long n);
+/* out[0, n) is being stored in fp32 with no twin: a twin an earlier call
+ * left for it is forgotten (an op that writes a twin only sometimes). */
+void sg_twin_none(const float *out, long n);
 /* How many fp32 outputs were left unstored that way (tests). */
 long sg_matmul_stores_skipped(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept

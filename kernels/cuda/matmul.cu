@@ -296,6 +296,11 @@ extern "C" void sg_twin_written(const float *out, long n) {
     if (k) k->seq = sg_stream_seq();
 }
 
+extern "C" void sg_twin_none(const float *out, long n) {
+    Kept *k = kept_find(out, n);
+    if (k) k->src = NULL, k->only = 0;
+}
+
 extern "C" float *sg_twin_fp32(float *out, long n) {
     Kept *k = kept_find(out, n);
     if (!k || !promised(out, n)) return out;

@@ -49,7 +49,10 @@ void cuda_op_attention_apply(real *out, const real *p, const real *v, const Attn
 void cuda_op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N);
 void cuda_op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp, const real *w, int M, int K, int N);
 long sg_matmul_casts_skipped(void); /* kernels/cuda/matmul.cu */
+long sg_matmul_stores_skipped(void);
 void sg_matmul_forget(void);
+void cuda_op_matmul_only(const real *buf, long n);
+void cuda_op_matmul_only_end(const void *base, size_t bytes);
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -148,6 +151,32 @@ static void test_attention(const AttnCase &c) {
         CHECK(!memcmp(dx.p(), dx_ref.p(), sizeof(float) * rows * K) &&
                   !memcmp(dw.p(), dw_ref.p(), sizeof(float) * 3 * C * K),
               "%s: the qkv matmul backward through dqkv's twin differs from the cast's bits", g_tag.c_str());
+        if (mma) {
+            /* dqkv promised to matmuls alone (ops.h, op_matmul_only): the
+             * mma backward stores its twin only, and the matmul backward
+             * through it still gives the cast's bits */
+            const float sentinel = 12345.5f;
+            Buf dq2(nqkv, sentinel), ds2 = dsink0, dlb2(nl), dx2(rows * K), dw2((long)3 * C * K, 0.f);
+            cuda_op_matmul_only(dq2.p(), nqkv);
+            const long unstored = sg_matmul_stores_skipped();
+            cuda_op_attention_bwd(dq2.p(), dq2.p() + C, dq2.p() + 2 * C, want_ds ? ds2.p() : nullptr,
+                                  c.logbias ? dlb2.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(),
+                                  &a);
+            long kept = 0;
+            for (long i = 0; i < nqkv; i++) kept += dq2[i] == sentinel;
+            CHECK(sg_matmul_stores_skipped() - unstored == 1 && kept == nqkv,
+                  "%s: promised dqkv: %ld outputs not stored (want 1), %ld of %ld fp32 elements untouched",
+                  g_tag.c_str(), sg_matmul_stores_skipped() - unstored, kept, nqkv);
+            cuda_op_matmul_bwd(dx2.p(), dw2.p(), dq2.p(), x.p(), w.p(), (int)rows, K, 3 * C);
+            CHECK(!memcmp(dx2.p(), dx_ref.p(), sizeof(float) * rows * K) &&
+                      !memcmp(dw2.p(), dw_ref.p(), sizeof(float) * 3 * C * K),
+                  "%s: the qkv matmul backward through a promised dqkv differs from the cast's bits",
+                  g_tag.c_str());
+            CHECK(!memcmp(ds2.p(), ds.p(), sizeof(float) * H) && (!c.logbias || !memcmp(dlb2.p(), dlb.p(),
+                                                                                      sizeof(float) * nl)),
+                  "%s: dsink or dlogbias differ when dqkv is promised", g_tag.c_str());
+            cuda_op_matmul_only_end(dq2.p(), sizeof(float) * nqkv);
+        }
     }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
