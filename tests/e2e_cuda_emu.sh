@@ -17,13 +17,23 @@
 # include path, and the dependency lists are checked for toolkit headers.
 # What this catches and what it cannot: docs/cuda.md, "Emulated in CI".
 # Needs the build ($B/libsg.a holds the CPU ops), g++ and python3.
+# EMU_SANITIZE=1 (tests/e2e_cuda_emu_san.sh): the kernels, the emulator and
+# the tests built with AddressSanitizer and UBSan, one seed, in $B/emu-san;
+# any report ends its run, which then misses its summary and fails.
 set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-E2E_NAME=e2e_cuda_emu
+SAN=${EMU_SANITIZE:-0}
+E2E_NAME=e2e_cuda_emu$([ "$SAN" = 1 ] && echo _san)
 source "$(dirname "$0")/lib.sh"
-seeds=(${EMU_SEEDS:-1 2})
+if [ "$SAN" = 1 ]; then
+    seeds=(${EMU_SEEDS:-1})
+    # the emulator's thread stacks and buffers live to the end on purpose
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:detect_stack_use_after_return=0
+else
+    seeds=(${EMU_SEEDS:-1 2})
+fi
 
 for tool in g++ python3; do
     if ! command -v $tool >/dev/null; then
@@ -36,12 +46,18 @@ if [ ! -f "$B/libsg.a" ]; then
     finish
 fi
 
-W=$(cd "$B" && pwd)/emu
+W=$(cd "$B" && pwd)/emu$([ "$SAN" = 1 ] && echo -san)
 rm -rf "$W"
 mkdir -p "$W/gen" "$W/bf16" "$W/fp32" "$W/ops" "$W/obj" "$W/test"
 E=$ROOT/tests/emu
 INC=(-I"$E" -I"$ROOT/kernels/cuda" -I"$ROOT/kernels" -I"$ROOT/src")
 CXXF=(-std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
+LINKF=()
+if [ "$SAN" = 1 ]; then
+    CXXF=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+          "${CXXF[@]:3}")
+    LINKF=(-fsanitize=address,undefined)
+fi
 # the CUDA ops get their own names next to the CPU ops
 RENAME=()
 for op in fwd bwd decode_fwd decode_bwd probs apply; do
@@ -118,13 +134,13 @@ rc=$?
 check '[ $rc -eq 0 ]' "the build's link flags: $LDLIBS"
 for mode in bf16 fp32; do
     # shellcheck disable=SC2086
-    out=$(g++ -o "$W/attention_emu_test_$mode" "$W/test/attention.o" "$W/obj/"*.o "$W/$mode/"*.o "$B/libsg.a" \
+    out=$(g++ "${LINKF[@]}" -o "$W/attention_emu_test_$mode" "$W/test/attention.o" "$W/obj/"*.o "$W/$mode/"*.o "$B/libsg.a" \
         $LDLIBS 2>&1)
     rc=$?
     check '[ $rc -eq 0 ]' "attention_emu_test_$mode links"$'\n'"$out"
 done
 # shellcheck disable=SC2086
-out=$(g++ -o "$W/ops_emu_test" "$W/test/ops.o" "$W/obj/"*.o "$W/ops/"*.o "$B/libsg.a" $LDLIBS 2>&1)
+out=$(g++ "${LINKF[@]}" -o "$W/ops_emu_test" "$W/test/ops.o" "$W/obj/"*.o "$W/ops/"*.o "$B/libsg.a" $LDLIBS 2>&1)
 rc=$?
 check '[ $rc -eq 0 ]' "ops_emu_test links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"

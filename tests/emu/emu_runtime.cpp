@@ -10,10 +10,17 @@
  * the signal mask, a system call per switch: most of the run time, with
  * millions of switches.  These threads never touch signals.)  Jumping
  * between stacks is what _FORTIFY_SOURCE's longjmp check forbids, so it is
- * off in this file. */
+ * off in this file.  Built with AddressSanitizer (EMU_SANITIZE=1 in
+ * tests/e2e_cuda_emu.sh), every switch is announced to it
+ * (__sanitizer_start_switch_fiber, __sanitizer_finish_switch_fiber), so
+ * that it knows which stack is live and never takes a thread's frames for
+ * the scheduler's. */
 #undef _FORTIFY_SOURCE
 #include <setjmp.h>
 #include <sys/mman.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <algorithm>
 #include <random>
@@ -41,6 +48,27 @@ void set_seed(unsigned long long s) { rng.seed(s); }
 
 static jmp_buf sched_jb;
 static std::vector<Thread> th;    /* the block's threads */
+static const size_t STACK = 256 * 1024, GUARD = 4096;
+
+/* The announcements to AddressSanitizer; nothing in other builds.  A
+ * thread learns the scheduler's stack from its first arrival. */
+static const void *sched_bottom;
+static size_t sched_size;
+static inline void leaving(void **fake, const void *to_bottom, size_t to_size) {
+#if defined(__SANITIZE_ADDRESS__)
+    __sanitizer_start_switch_fiber(fake, to_bottom, to_size);
+#else
+    (void)fake, (void)to_bottom, (void)to_size;
+#endif
+}
+static inline void arrived(void *fake, const void **from_bottom, size_t *from_size) {
+#if defined(__SANITIZE_ADDRESS__)
+    __sanitizer_finish_switch_fiber(fake, from_bottom, from_size);
+#else
+    (void)fake, (void)from_bottom, (void)from_size;
+#endif
+}
+static void *sched_fake;
 static std::vector<int> runnable; /* indices into th; th[i].slot is i's place here */
 
 static void make_runnable(int i) {
@@ -56,16 +84,22 @@ static void make_waiting(int i) {
 }
 static void yield() {
     ++switches;
-    if (_setjmp(cur->jb) == 0) _longjmp(sched_jb, 1);
+    if (_setjmp(cur->jb) == 0) {
+        leaving(&cur->fake, sched_bottom, sched_size);
+        _longjmp(sched_jb, 1);
+    }
+    arrived(cur->fake, &sched_bottom, &sched_size);
 }
 /* Runs t until it waits at a barrier or ends. */
 __attribute__((noinline)) static void run(Thread &t) {
     cur = &t;
     if (_setjmp(sched_jb) == 0) {
+        leaving(&sched_fake, t.stack, STACK);
         if (t.started) _longjmp(t.jb, 1);
         t.started = true;
         setcontext(&t.ctx);
     }
+    arrived(sched_fake, nullptr, nullptr);
 }
 void barrier_wait(Barrier &b) {
     const int me = (int)(cur - th.data());
@@ -81,10 +115,12 @@ void barrier_wait(Barrier &b) {
 
 static std::function<void()> *g_kernel;
 static void trampoline() {
+    arrived(nullptr, &sched_bottom, &sched_size);
     (*g_kernel)();
     cur->done = true;
     make_waiting((int)(cur - th.data()));
-    _longjmp(sched_jb, 1); /* never returns */
+    leaving(nullptr, sched_bottom, sched_size); /* this stack's frames end here */
+    _longjmp(sched_jb, 1);                      /* never returns */
 }
 
 /* Dynamic shared memory: the launched size, and past it a poisoned margin
@@ -152,7 +188,6 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
     /* 256 KiB stacks (the kernels keep fragments of 1 KiB each in locals)
      * above an inaccessible page: an overflow is a crash, not corruption */
     static std::vector<char *> stacks;
-    static const size_t STACK = 256 * 1024, GUARD = 4096;
     while (stacks.size() < nt) {
         void *m = mmap(nullptr, GUARD + STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED || mprotect(m, GUARD, PROT_NONE)) fail("no memory for thread stacks");

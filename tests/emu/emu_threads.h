@@ -66,6 +66,7 @@ struct Thread {
     ucontext_t ctx; /* to start it */
     jmp_buf jb;     /* where it waits */
     char *stack;
+    void *fake; /* AddressSanitizer's fake stack while it waits (emu_runtime.cpp) */
     bool started, done;
     emu_uint3 tid;
     int warp, lane;

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The emulated CUDA ops of tests/e2e_cuda_emu.sh under AddressSanitizer and
+# UBSan: a kernel that reads or writes outside a buffer the emulator
+# allocated, or does undefined arithmetic (an overflowing shift, a
+# misaligned access), stops its run.  One scheduler seed, about 5 minutes.
+EMU_SANITIZE=1 exec bash "$(dirname "$0")/e2e_cuda_emu.sh" "$@"
