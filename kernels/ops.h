@@ -40,8 +40,10 @@ void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
                    const real *w, int M, int K, int N);
 /* A promise about buf[0, n), kept until op_matmul_only_end: it is
  * written only by op_layernorm_fwd, op_residual_layernorm_fwd (their out),
- * op_gelu_fwd (out), op_gelu_bwd (dinp) or op_attention_bwd (dq, with dk and
- * dv the next thirds of its rows), and read only as the operand of
+ * op_gelu_fwd (out), op_gelu_bwd (dinp), op_attention_bwd (dq, with dk the
+ * next third of its rows, and dv the last or written apart) or, right after
+ * that, op_gate_bwd (a value slot's dv, that last third), and read only as
+ * the operand of
  * op_matmul_fwd (inp) or op_matmul_bwd (inp, dout): by the matmul issued
  * right after the op that wrote it, and by that forward's backward.  A
  * backend whose matmuls read low-precision copies may then keep only the

@@ -361,9 +361,10 @@ static long layout_acts(Model *m, int B, real *base) {
 /* Promised to matmuls alone (ops.h, op_matmul_only): the LayerNorm outputs
  * and GELU's output, each read only by the matmul right after it and by
  * that matmul's backward; GELU's input gradient, read only by fc's backward
- * right after it; and, in the arms without gates, dqkv, read only by the
- * qkv backward right after the attention backward (a gate's backward adds
- * into it).  The GPU then stores their bf16 twins only. */
+ * right after it; and dqkv, read only by the qkv backward right after the
+ * attention's backward and, with a value gate, the gate's (a routing-slot
+ * gate's backward reads the dv part, so that arm promises none).  The GPU
+ * then stores their bf16 twins only. */
 static void promise_acts(Model *m, int B) {
     long C = m->C, N = (long)B * m->Tp;
     for (int l = 0; l < m->L; l++) {
@@ -373,7 +374,7 @@ static void promise_acts(Model *m, int B) {
         op_matmul_only(la->fch_gelu, N * 4 * C);
     }
     op_matmul_only(m->a.dfch, N * 4 * C);
-    if (m->arm->filter == FILTER_NONE) op_matmul_only(m->a.dqkv, N * 3 * C);
+    if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
 }
 
 static void release_acts(Model *m) {

@@ -163,9 +163,9 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
             "$name $arm: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
     done
     # the mma tiles also write dqkv's twin: an ungated arm (taken), the
-    # routing-slot control (its gate backward makes it stale) and combo2
-    # (v apart: none)
-    for arm in baseline renorm combo2; do
+    # routing-slot control (its gate backward makes it stale), and the value
+    # gates (dv apart: the gate's backward writes the twin's last third)
+    for arm in baseline renorm normgate projgate combo2; do
         SG_ATTN=mma SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
             -o "$W/nokeep-$name-$arm-mma.st" >/dev/null 2>"$W/grads.log"
         check 'cmp -s "$W/nokeep-$name-$arm-mma.st" "$W/emu-$name-$arm-mma.st"' \
@@ -173,17 +173,21 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
-# an ungated arm also promises dqkv, which only the mma tiles write a twin
-# of: one more unstored output per layer (2) with them than with wmma
+# the value-slot arms also promise dqkv, which only the mma tiles write a
+# twin of (with a value gate, together with the gate's backward): one more
+# unstored output per layer (2) with them than with wmma; none for renorm
 unstored() { sed -nE 's/^sg matmul: [0-9]+ operand casts skipped, ([0-9]+) fp32 outputs not stored$/\1/p' "$1"; }
-for tiles in wmma mma; do
-    SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm baseline --seed 3 --data "$W/d" \
-        -o "$W/stats-$tiles.st" >/dev/null 2>"$W/stats-$tiles.log"
+for arm in baseline combo2 renorm; do
+    for tiles in wmma mma; do
+        SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm $arm --seed 3 --data "$W/d" \
+            -o "$W/stats-$arm-$tiles.st" >/dev/null 2>"$W/stats-$arm-$tiles.log"
+    done
+    uw=$(unstored "$W/stats-$arm-wmma.log") um=$(unstored "$W/stats-$arm-mma.log")
+    more=$([ $arm = renorm ] && echo 0 || echo 2)
+    check '[ -n "$uw" ] && [ -n "$um" ] && [ "$uw" -gt 0 ] && [ "$um" -eq $((uw + more)) ]' \
+        "$arm grads: fp32 outputs not stored, wmma $uw, mma $um (want wmma + $more: dqkv in each layer)"
+    echo "$arm grads: fp32 outputs not stored: wmma ${uw:-?}, mma ${um:-?}"
 done
-uw=$(unstored "$W/stats-wmma.log") um=$(unstored "$W/stats-mma.log")
-check '[ -n "$uw" ] && [ -n "$um" ] && [ "$uw" -gt 0 ] && [ "$um" -eq $((uw + 2)) ]' \
-    "baseline grads: fp32 outputs not stored, wmma $uw, mma $um (want wmma + 2: dqkv in each layer)"
-echo "baseline grads: fp32 outputs not stored: wmma ${uw:-?}, mma ${um:-?}"
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?

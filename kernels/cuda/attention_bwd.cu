@@ -431,20 +431,22 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
     /* dq, dk and dv are the qkv matmul's dout when they are the three parts
-     * of one [B T, 3 H d] row (the unshared q, k, v of every arm but the
-     * value-slot gates'): the mma kernels then also write its bf16 twin
-     * (cuda_common.h).  A gate backward that adds into dv after this op
-     * moves the issue count, and the matmul casts instead. */
+     * of one [B T, 3 H d] row: the mma kernels then also write its bf16
+     * twin (cuda_common.h).  A routing-slot gate's backward that adds into
+     * dv after this op moves the issue count, and the matmul casts instead.
+     * The value-slot gates write dv apart, and their backward the row's
+     * last third from it. */
     const long C = (long)H * a->d;
-    const bool whole = dk == dq + C && dv == dq + 2 * C && a->q_stride == 3 * C && a->k_stride == 3 * C &&
-                       a->v_stride == 3 * C;
+    const bool qk = dk == dq + C && a->q_stride == 3 * C && a->k_stride == 3 * C;
+    const bool whole = qk && dv == dq + 2 * C && a->v_stride == 3 * C;
     const long n3 = (long)B * T * 3 * C;
-    sg_bf16 *twin = mma && whole ? sg_twin_begin(dq, n3) : nullptr;
-    /* a dqkv promised to matmuls alone (ops.h) keeps its twin only; without
-     * a twin this call stores fp32, and any twin an earlier call left is
-     * stale */
+    /* With dv apart (the value gates), the twin's dv part is the gate
+     * backward's to write (sg_twin_partial).  A dqkv promised to matmuls
+     * alone (ops.h) keeps its twin only; without a twin this call stores
+     * fp32, and any twin an earlier call left is stale. */
+    sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
-    else if (whole) sg_twin_none(dq, n3);
+    else if (qk) sg_twin_none(dq, n3);
     if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, twin);
     else
         attn_by_dpad(a->d, [&](auto dp) {
@@ -455,5 +457,6 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
                                                                          nchunk);
         CUDA_LAUNCHED();
     }
-    if (twin) sg_twin_written(dq, n3);
+    if (twin && whole) sg_twin_written(dq, n3);
+    else if (twin) sg_twin_partial(dq, n3);
 }

@@ -238,7 +238,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
         colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
     }
     tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
-                      tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32);
+                      tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32 || !tv);
     tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
                       tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
     if (dlogbias && tq == 0)
@@ -335,8 +335,10 @@ static __global__ void __launch_bounds__(ATTN_NT)
 template <int DP>
 static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *pack, const real *lse,
                                 const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin) {
-    /* the twin's parts at dk's and dv's offsets from dq */
-    sg_bf16 *tk = twin ? twin + (dk - dq) : nullptr, *tv = twin ? twin + (dv - dq) : nullptr;
+    /* the twin's parts at dk's and dv's offsets from dq; dv apart (a value
+     * gate's input gradient) has no part in it and is always stored */
+    const long C = (long)a->H * a->d;
+    sg_bf16 *tk = twin ? twin + C : nullptr, *tv = twin && dv == dq + 2 * C ? twin + 2 * C : nullptr;
     const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
     const sg_bf16 *qp = pack, *kp = pack + n, *vp = pack + 2 * n, *gp = pack + 3 * n;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);

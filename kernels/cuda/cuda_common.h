@@ -77,6 +77,15 @@ float *sg_twin_fp32(float *out, long n);
 /* out[0, n) is being stored in fp32 with no twin: a twin an earlier call
  * left for it is forgotten (an op that writes a twin only sometimes). */
 void sg_twin_none(const float *out, long n);
+/* A twin that two ops write (dqkv in the value-gated arms: the attention's
+ * backward writes the dq and dk parts, the gate's backward the dv part).
+ * The first op, instead of sg_twin_written, calls sg_twin_partial after
+ * its last launch.  The second, if issued right after it, gets the twin
+ * from sg_twin_rest (NULL otherwise: it then writes no twin, which is never
+ * taken), and *store: whether the fp32 tensor is stored (sg_twin_fp32's
+ * answer to the first op); it writes its part and calls sg_twin_written. */
+void sg_twin_partial(const float *out, long n);
+__nv_bfloat16 *sg_twin_rest(const float *out, long n, int *store);
 /* How many fp32 outputs were left unstored that way (tests). */
 long sg_matmul_stores_skipped(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
     gate_bwd_vec_kernel(float *__restrict__ dv, long dv_stride, const float *__restrict__ dvg,
                         const float *__restrict__ dlogbias, const float *__restrict__ v, long v_stride,
                         const float *__restrict__ g, GateParams p, long BT, int T, int H, int d, int np,
-                        double *__restrict__ part) {
+                        double *__restrict__ part, __nv_bfloat16 *__restrict__ tw, int store) {
     extern __shared__ double wsum_sh[]; /* [GATE_WARPS][np] */
     constexpr int G = 32 / L, U = GATE_BWD_ILP(NV), STEP = GATE_WARPS * G;
     const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane / L, c = lane % L;
@@ -291,14 +291,18 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
              * slot), plus dz dz/dv = f (v or w_h) */
             const float f = norm ? (nrm > 0.f ? dz * p.beta * rsd / nrm : 0.f) : dz;
             float *dr = dv + row[u] * dv_stride + (long)h * d;
+            __nv_bfloat16 *tr = tw ? tw + row[u] * dv_stride + (long)h * d : nullptr;
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int j = c + k * L;
                 const float4 dir = norm ? x[u][k] : w[k], yk = y[u][k];
                 const float gy = route ? 1.f : gv[u];
-                if (ok[u] && j < n4)
-                    sg_st4(dr + 4 * j, make_float4(gy * yk.x + f * dir.x, gy * yk.y + f * dir.y,
-                                                     gy * yk.z + f * dir.z, gy * yk.w + f * dir.w));
+                if (ok[u] && j < n4) {
+                    const float4 o = make_float4(gy * yk.x + f * dir.x, gy * yk.y + f * dir.y,
+                                                 gy * yk.z + f * dir.z, gy * yk.w + f * dir.w);
+                    if (store) sg_st4(dr + 4 * j, o);
+                    if (tr) sg_st_bf16x4(tr + 4 * j, o);
+                }
                 if (!norm) {
                     acc[k].x = fmaf(dz, x[u][k].x, acc[k].x);
                     acc[k].y = fmaf(dz, x[u][k].y, acc[k].y);
@@ -413,7 +417,8 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
                                 const float *__restrict__ dvg, const float *__restrict__ dlogbias,
                                 const float *__restrict__ v, long v_stride,
                                 const float *__restrict__ g, GateParams p, long BT, int T, int H,
-                                int d, int np, double *__restrict__ part) {
+                                int d, int np, double *__restrict__ part, __nv_bfloat16 *__restrict__ tw,
+                                int store) {
     extern __shared__ double acc_sh[]; /* [GATE_WARPS][np] */
     const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int route = p.slot == SLOT_ROUTING, norm = p.kind == GATE_NORM;
@@ -431,6 +436,7 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         const long b = bt / T, t = bt % T, gi = (b * H + h) * T + t;
         const float *vr = v + bt * v_stride + (long)h * d;
         float *dr = dv + bt * dv_stride + (long)h * d;
+        __nv_bfloat16 *tr = tw ? tw + bt * dv_stride + (long)h * d : nullptr;
         const float *dgr = route ? NULL : dvg + bt * HD + (long)h * d;
         float s = 0.f, a = 0.f; /* ||v||^2 or w.v;  dvg.v */
         for (int e = lane; e < d; e += 32) {
@@ -451,7 +457,8 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         for (int e = lane; e < d; e += 32) {
             float x = route ? dr[e] : gv * dgr[e];
             x += f * dir[e];
-            dr[e] = x;
+            if (store) dr[e] = x;
+            if (tr) tr[e] = sg_cast_bf16(x);
         }
         if (norm) {
             if (lane == 0) acc[0] -= (double)p.beta * dz;
@@ -524,6 +531,18 @@ extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real 
     const int norm = p->kind == GATE_NORM;
     const int np = norm ? 1 : d + 1;
     const size_t shmem = sizeof(double) * GATE_WARPS * (size_t)np;
+    /* The value slot's dv as the last third of dqkv's rows: the twin the
+     * attention's backward began right before gets its dv part here
+     * (cuda_common.h, sg_twin_rest), and the fp32 is stored unless dqkv
+     * was promised to matmuls alone. */
+    const float *base = NULL;
+    __nv_bfloat16 *tw = NULL;
+    int store = 1;
+    if (p->slot == SLOT_VALUE && dv_stride == 3 * HD) {
+        base = dv - 2 * HD;
+        __nv_bfloat16 *t = sg_twin_rest(base, BT * 3 * HD, &store);
+        if (t) tw = t + 2 * HD;
+    }
     const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && dv_stride % 4 == 0 &&
                      BT <= INT_MAX / 2 && gate_aligned(v) && gate_aligned(dv) &&
                      (p->slot == SLOT_ROUTING || gate_aligned(dvg)) && (norm || gate_aligned(p->w));
@@ -536,17 +555,18 @@ extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real 
         gate_by_width(d / 4, [&](auto l, auto nv) {
             constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
             gate_bwd_vec_kernel<L, NV><<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
-                dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part);
+                dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part, tw, store);
         });
     } else {
         if (shmem > 48 * 1024) /* only for head sizes beyond ~760 */
             CUDA_CHECK(cudaFuncSetAttribute(gate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)shmem));
         gate_bwd_kernel<<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
-            dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part);
+            dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part, tw, store);
     }
     CUDA_LAUNCHED();
     gate_param_reduce_kernel<<<dim3((unsigned)((np + 31) / 32), (unsigned)H), GATE_WARPS * 32, 0, sg_stream()>>>(
         dtau, dw, db, part, ntiles, H, d, np, norm);
     CUDA_LAUNCHED();
+    if (tw) sg_twin_written(base, BT * 3 * HD);
 }

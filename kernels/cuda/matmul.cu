@@ -115,6 +115,7 @@ typedef struct {
     unsigned long seq; /* a twin: sg_stream_seq() after its producer; 0 none (the count
                         * moves before any launch, so a producer's stamp is not 0) */
     int only;          /* a twin whose fp32 tensor was not stored: pinned */
+    unsigned long part; /* a twin two ops write: sg_stream_seq() after the first's part; 0 none */
 } Kept;
 
 static Kept g_kept[KEPT];
@@ -244,7 +245,7 @@ static Kept *kept_slot(const float *src, long n) {
         k->src = src, k->n = n;
     }
     k->used = ++g_kept_clock;
-    k->read = 0, k->seq = 0, k->only = 0; /* about to be rewritten: neither kept nor a twin until then */
+    k->read = 0, k->seq = 0, k->only = 0, k->part = 0; /* about to be rewritten: nothing until then */
     return k;
 }
 
@@ -294,6 +295,19 @@ extern "C" __nv_bfloat16 *sg_twin_begin(const float *out, long n) {
 extern "C" void sg_twin_written(const float *out, long n) {
     Kept *k = kept_find(out, n);
     if (k) k->seq = sg_stream_seq();
+}
+
+extern "C" void sg_twin_partial(const float *out, long n) {
+    Kept *k = kept_find(out, n);
+    if (k) k->part = sg_stream_seq();
+}
+
+extern "C" __nv_bfloat16 *sg_twin_rest(const float *out, long n, int *store) {
+    Kept *k = kept_find(out, n);
+    if (!k || !k->part || k->part != sg_stream_seq()) return NULL;
+    k->part = 0;
+    *store = !k->only;
+    return k->copy;
 }
 
 extern "C" void sg_twin_none(const float *out, long n) {
