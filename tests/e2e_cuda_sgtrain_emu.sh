@@ -153,6 +153,30 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
+# the comparison itself: one NaN in one gradient (or the loss) must fail it
+nan_copy() { # in.st out.st what: the loss, or element 3 of the first tensor, made NaN
+    python3 - "$@" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+head = json.loads(b[8:8 + n])
+if sys.argv[3] == "loss":
+    head["__metadata__"]["loss"] = "nan"
+    h = json.dumps(head).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    b = struct.pack("<Q", len(h)) + h + b[8 + n:]
+else:
+    name = next(k for k in head if k != "__metadata__")
+    at = 8 + n + head[name]["data_offsets"][0] + 4 * 3
+    b[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+}
+for what in loss grad; do
+    nan_copy "$W/emu-d64-combo2-mma.st" "$W/nan-$what.st" $what
+    out=$(python3 tests/gpu/compare_grads.py "$W/cpu-d64-combo2.st" "$W/nan-$what.st" "nan $what" 2>&1); rc=$?
+    check '[ $rc -eq 1 ] && grep -q FAIL <<<"$out"' "compare_grads.py fails a NaN in the $what (exit $rc): $out"
+done
 # the kept copies and twins off: the same bits (the twins are the casts' values)
 for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
     name=${cfg%%:*} flags=${cfg#*:}
@@ -223,6 +247,18 @@ out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-emu" 2>&1)
 check '[ $rc -eq 0 ] && grep -q "analysis within tolerance" <<<"$out"' \
     "sgtrain analyze on the emulated GPU against the CPU (exit $rc): $out"$'\n'"$(tail -n 3 "$W/an.log")"
 echo "analyze: $out"
+# a NaN in the GPU's analysis must fail the comparison
+rm -rf "$W/an-nan" && cp -r "$W/an-emu" "$W/an-nan"
+f=$(ls "$W/an-nan"/*.json | head -n 1)
+python3 - "$f" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+k = next(k for k, v in d.items() if isinstance(v, float))
+d[k] = float("nan")
+json.dump(d, open(sys.argv[1], "w"))
+PY
+out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-nan" 2>&1); rc=$?
+check '[ $rc -eq 1 ]' "compare_analysis.py fails a NaN in $(basename "$f") (exit $rc): $out"
 
 run() { # name, ranks, extra flags...: the job's exit status in $W/$1.rc
     local name=$1 np=$2

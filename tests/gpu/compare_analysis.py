@@ -5,14 +5,21 @@ every JSON file of the CPU's, key by key.  Standard library only.
 Tolerance: losses (keys with "loss", and each result's val_loss) within 2%
 relative: the CUDA matmuls read bf16 operands; the explicit attention and
 the corruption are fp32 on both.  Every other float (exposure, telemetry)
-within 0.02 absolute.  Prints "analysis within tolerance" or one line per
+within 0.02 absolute.  A NaN, an infinity or a missing value on the GPU's
+side fails.  Prints "analysis within tolerance" or one line per
 difference; exit 1 on any.
 
 usage: compare_analysis.py CPU_DIR GPU_DIR
 """
 import json
+import math
 import os
 import sys
+
+
+def close(v, w, tol):
+    """w within tol of v; False for NaN, infinities and non-numbers"""
+    return isinstance(w, (int, float)) and math.isfinite(w) and abs(v - w) <= tol
 
 
 def main():
@@ -24,10 +31,10 @@ def main():
     for f in files:
         x, y = json.load(open(os.path.join(a, f))), json.load(open(os.path.join(b, f)))
         for k, v in x.items():
-            if isinstance(v, float) and abs(v - y[k]) > (0.02 * abs(v) if "loss" in k else 0.02):
+            if isinstance(v, float) and not close(v, y.get(k), 0.02 * abs(v) if "loss" in k else 0.02):
                 bad.append(f"{f} {k}: cpu {v} gpu {y[k]}")
         for r, s in zip(x.get("results", []), y.get("results", [])):
-            if abs(r["val_loss"] - s["val_loss"]) > 0.02 * abs(r["val_loss"]):
+            if not close(r["val_loss"], s.get("val_loss"), 0.02 * abs(r["val_loss"])):
                 bad.append(f"{f} {r}: gpu {s['val_loss']}")
     print("\n".join(bad) if bad else f"analysis within tolerance ({len(files)} files)")
     return 1 if bad else 0

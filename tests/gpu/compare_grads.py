@@ -5,12 +5,15 @@ gradient tensor.  Standard library only (the GPU machine may lack numpy).
 Tolerance per element: |gpu - cpu| <= atol + rtol |cpu| with rtol 3e-2 and
 atol 3e-2 x the tensor's largest |cpu| value: the CUDA matmuls read bf16
 operands (8 significant bits), the CPU's are fp32.  The loss: 1e-2 relative.
+A NaN or an infinity on either side fails (every test is written as "not
+within", which NaN cannot pass).
 Prints one line per tensor; exit 1 on any failure.
 
 usage: compare_grads.py CPU.safetensors GPU.safetensors LABEL
 """
 import array
 import json
+import math
 import struct
 import sys
 
@@ -36,7 +39,7 @@ def main():
     label = sys.argv[3]
     bad = 0
     lc, lg = float(cpu_meta["loss"]), float(gpu_meta["loss"])
-    ok = abs(lc - lg) <= 1e-2 * abs(lc)
+    ok = math.isfinite(lg) and abs(lc - lg) <= 1e-2 * abs(lc)
     bad += not ok
     print(f"{label}: loss cpu {lc:.6f} gpu {lg:.6f} {'ok' if ok else 'FAIL'}")
     for name in cpu:
@@ -50,6 +53,9 @@ def main():
         worst, wi = 0.0, 0
         for i, (x, y) in enumerate(zip(c, g)):
             e = abs(y - x) / (atol + rtol * abs(x))
+            if not math.isfinite(e):
+                worst, wi = math.inf, i
+                break
             if e > worst:
                 worst, wi = e, i
         good = worst <= 1
