@@ -325,21 +325,29 @@ static bool ln_by_width(int C, F &&f) {
 }
 static inline bool ln_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* The register-path forward of either op (RES: the residual one), with
+ * float4 loads where every tensor allows; false for widths it does not take. */
+template <bool RES>
+static bool ln_fwd_reg(bool v4, float *res, float *y, __nv_bfloat16 *twin, float *mean, float *rstd, const float *a,
+                       const float *b, const float *w, const float *bias, int N, int C) {
+    return ln_by_width(C, [&](auto nv) {
+        constexpr int NV = decltype(nv)::value;
+        if (v4)
+            ln_fwd_reg_k<NV, true, RES><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, y, twin, mean, rstd,
+                                                                                            a, b, w, bias, N, C);
+        else
+            ln_fwd_reg_k<NV, false, RES><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, y, twin, mean, rstd,
+                                                                                             a, b, w, bias, N, C);
+    });
+}
+
 extern "C" void op_layernorm_fwd(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                                  int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(out, (long)N * C);
     float *y = twin ? sg_twin_fp32(out, (long)N * C) : out;
     const bool v4 = ln_aligned(out) && ln_aligned(inp) && ln_aligned(w) && (!b || ln_aligned(b));
-    const bool reg = ln_by_width(C, [&](auto nv) {
-        constexpr int NV = decltype(nv)::value;
-        if (v4)
-            ln_fwd_reg_k<NV, true, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                NULL, y, twin, mean, rstd, inp, NULL, w, b, N, C);
-        else
-            ln_fwd_reg_k<NV, false, false><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                NULL, y, twin, mean, rstd, inp, NULL, w, b, N, C);
-    });
+    const bool reg = ln_fwd_reg<false>(v4, NULL, y, twin, mean, rstd, inp, NULL, w, b, N, C);
     if (!reg) ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(y, twin, mean, rstd, inp, w, b, N, C);
     CUDA_LAUNCHED();
     if (twin) sg_twin_written(out, (long)N * C);
@@ -352,15 +360,7 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
     float *y = twin ? sg_twin_fp32(out, (long)N * C) : out;
     const bool v4 = ln_aligned(res) && ln_aligned(out) && ln_aligned(a) && ln_aligned(b) && ln_aligned(w) &&
                     (!bias || ln_aligned(bias));
-    const bool reg = ln_by_width(C, [&](auto nv) {
-        constexpr int NV = decltype(nv)::value;
-        if (v4)
-            ln_fwd_reg_k<NV, true, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                res, y, twin, mean, rstd, a, b, w, bias, N, C);
-        else
-            ln_fwd_reg_k<NV, false, true><<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(
-                res, y, twin, mean, rstd, a, b, w, bias, N, C);
-    });
+    const bool reg = ln_fwd_reg<true>(v4, res, y, twin, mean, rstd, a, b, w, bias, N, C);
     if (!reg)
         res_ln_fwd_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(res, y, twin, mean, rstd, a, b, w, bias, N, C);
     CUDA_LAUNCHED();
