@@ -205,6 +205,16 @@ rc=$?
 check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"wmma\" (the default) or \"mma\"" <<<"$out"' \
     "SG_ATTN=fast: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
+# SG_ATTN_WARP_ROWS: the mma forward with one 16-row m-tile a warp (the
+# battery compares it with two); anything but 16 or 32 stops the op
+out=$(SG_ATTN=mma SG_ATTN_WARP_ROWS=16 "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+check 'grep -q "tiles=mma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
+    "SG_ATTN_WARP_ROWS=16 under SG_ATTN=mma:"$'\n'"$out"
+out=$(SG_ATTN=mma SG_ATTN_WARP_ROWS=24 "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "24: SG_ATTN_WARP_ROWS must be 16 or 32" <<<"$out"' \
+    "SG_ATTN_WARP_ROWS=24: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+
 # every case's outputs bitwise equal under every seed
 for b in att ops; do
     n=$(wc -l <"$W/digests.$b.$s1")

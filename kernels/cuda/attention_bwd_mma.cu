@@ -62,21 +62,21 @@ struct BwdMmaSmem {
 /* A pair of 64-row tiles of two packed (b,h) slices, rows r0 .. r0+63,
  * into a buffer (the first tile, then the second at TE elements), by
  * cp.async; the caller commits. */
-template <int DP, int LD, int TE>
+template <int DP, int LD, int TE, int NT = ATTN_NT>
 static __device__ __forceinline__ void attn_cp_pair(sg_bf16 *dst, const sg_bf16 *s1, const sg_bf16 *s2, int r0) {
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(dst, s1, r0);
-    attn_cp_tile<ATTN_BQ, DP, LD, ATTN_NT>(dst + TE, s2, r0);
+    attn_cp_tile<ATTN_BQ, DP, LD, NT>(dst, s1, r0);
+    attn_cp_tile<ATTN_BQ, DP, LD, NT>(dst + TE, s2, r0);
 }
 
 /* A warp's 16 rows of the two tiles of a buffer as NF k-step A operands:
  * the block's own operands (dkdv: K, V; dq: Q, dO), loaded once. */
 template <int NF, int LD, int TE>
 static __device__ __forceinline__ void attn_own_operands(tc_reg (&a1)[NF][4], tc_reg (&a2)[NF][4],
-                                                         const sg_bf16 *buf, int warp, int lane) {
+                                                         const sg_bf16 *buf, int r0, int lane) {
 #pragma unroll
     for (int kk = 0; kk < NF; ++kk) {
-        tc_load_a<LD>(a1[kk], buf, warp * 16, kk * 16, lane);
-        tc_load_a<LD>(a2[kk], buf + TE, warp * 16, kk * 16, lane);
+        tc_load_a<LD>(a1[kk], buf, r0, kk * 16, lane);
+        tc_load_a<LD>(a2[kk], buf + TE, r0, kk * 16, lane);
     }
 }
 
@@ -176,7 +176,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
-    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp, lane);
+    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp * 16, lane);
     const float lbj[2] = {sm.lb2[warp * 16 + gq], sm.lb2[warp * 16 + gq + 8]};
     __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
@@ -247,14 +247,26 @@ static __global__ void __launch_bounds__(ATTN_NT)
             if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
 }
 
-template <int DP>
-static __global__ void __launch_bounds__(ATTN_NT)
+/* The dq kernel's warps own MT 16-row m-tiles each (DqMma<MT>), for the
+ * reason the forward's do (attention_fwd_mma.cu): every K or V fragment
+ * read from shared memory then feeds MT products.  With MT = 2 a 64-query
+ * block is 2 warps.  As in the forward, each row sees the instructions it
+ * saw with one m-tile: a strip past an m-tile's last query is computed for
+ * it only in S and dP, where the mask sets P = 0 by selection, and is
+ * skipped in dQ += dS K. */
+template <int MT>
+struct DqMma {
+    static constexpr int NT = 32 * ATTN_BQ / (16 * MT);
+};
+
+template <int DP, int MT>
+static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
                            const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                            const float *__restrict__ lse, const float *__restrict__ D,
                            const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
-    constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
+    constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE, NT = DqMma<MT>::NT, RW = 16 * MT;
     extern __shared__ __align__(128) unsigned char attn_smem[];
     const BwdMmaSmem<L> sm(attn_smem);
 
@@ -263,33 +275,42 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
     const sg_bf16 *kh = kp + slice, *vh = vp + slice;
     const float *lb = logbias ? logbias + bh * T : nullptr;
-    const int qw0 = q0 + warp * 16;
+    const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
     const bool active = qw0 < T; /* warp-uniform */
-    const int row[2] = {qw0 + gq, qw0 + gq + 8};
+    int row[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) row[i][0] = qw0 + 16 * i + gq, row[i][1] = qw0 + 16 * i + gq + 8;
 
     /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
-    attn_cp_pair<DP, LD, TE>(sm.buf(1), qp + slice, gp + slice, q0);
-    attn_cp_pair<DP, LD, TE>(sm.buf(0), kh, vh, 0);
+    attn_cp_pair<DP, LD, TE, NT>(sm.buf(1), qp + slice, gp + slice, q0);
+    attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, vh, 0);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
     attn_load_bias(sm.lb2, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
-    tc_reg qa[NF][4], oa[NF][4];
-    attn_own_operands<NF, LD, TE>(qa, oa, sm.buf(1), warp, lane);
-    const float Lr[2] = {sm.L2[warp * 16 + gq], sm.L2[warp * 16 + gq + 8]};
-    const float Dr[2] = {sm.D2[warp * 16 + gq], sm.D2[warp * 16 + gq + 8]};
+    tc_reg qa[MT][NF][4], oa[MT][NF][4];
+    float Lr[MT][2], Dr[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        const int r0 = warp * RW + 16 * i;
+        attn_own_operands<NF, LD, TE>(qa[i], oa[i], sm.buf(1), r0, lane);
+        Lr[i][0] = sm.L2[r0 + gq], Lr[i][1] = sm.L2[r0 + gq + 8];
+        Dr[i][0] = sm.D2[r0 + gq], Dr[i][1] = sm.D2[r0 + gq + 8];
+    }
     __syncthreads(); /* region A is free: the second K/V buffer from now on */
-    float dqa[DP / 8][4];
+    float dqa[MT][DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dqa[i][n][e] = 0.f;
 
     for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next key tile while this one is used */
-            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), kh, vh, k0 + ATTN_BK);
+            attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, vh, k0 + ATTN_BK);
             tc_cp_commit();
             attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
@@ -305,22 +326,50 @@ static __global__ void __launch_bounds__(ATTN_NT)
             for (int n = 0; n < ATTN_BK / 16; ++n) {
                 const int kn0 = k0 + n * 16;
                 /* strips past the warp's last query, or past T, and all after them */
-                if (kn0 > qw0 + 15 || kn0 >= T) break;
-                float s[2][4], dp[2][4]; /* S, dP: queries x keys kn0 .. kn0+15 */
-                attn_two_products<NF, LD>(s, dp, qa, oa, Ks, Vs, n * 16, lane);
-                /* element e of s[nt]: query row[e >> 1], key kn0 + 8nt + 2tq + (e & 1).
+                if (kn0 > wlast || kn0 >= T) break;
+                /* S, dP: queries x keys kn0 .. kn0+15, per m-tile */
+                float s[MT][2][4], dp[MT][2][4];
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[i][0][e] = s[i][1][e] = dp[i][0][e] = dp[i][1][e] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < NF; ++kk) {
+                    tc_reg kb[4], vb[4];
+                    tc_load_bt<LD>(kb, Ks, n * 16, kk * 16, lane);
+                    tc_load_bt<LD>(vb, Vs, n * 16, kk * 16, lane);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        tc_mma(s[i][0], qa[i][kk], kb);
+                        tc_mma(s[i][1], qa[i][kk], kb + 2);
+                        tc_mma(dp[i][0], oa[i][kk], vb);
+                        tc_mma(dp[i][1], oa[i][kk], vb + 2);
+                    }
+                }
+                /* element e of s[i][nt]: query row[i][e >> 1], key kn0 + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */
-                if (kt == qt) attn_dq_dscores<true>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
-                else attn_dq_dscores<false>(s, dp, lbs, Lr, Dr, g.scale_log2, n * 16, k0, row, T, tq);
-                tc_reg dsa[4];
-                tc_acc_to_a(dsa, dp);
+                tc_reg dsa[MT][4];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    if (kt == qt)
+                        attn_dq_dscores<true>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i], T,
+                                              tq);
+                    else
+                        attn_dq_dscores<false>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i],
+                                               T, tq);
+                    tc_acc_to_a(dsa[i], dp[i]);
+                }
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg kb[4];
                     tc_load_b<LD>(kb, Ks, n * 16, nd * 16, lane);
-                    tc_mma(dqa[2 * nd], dsa, kb);
-                    tc_mma(dqa[2 * nd + 1], dsa, kb + 2);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
+                        tc_mma(dqa[i][2 * nd], dsa[i], kb);
+                        tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
+                    }
                 }
             }
         }
@@ -328,8 +377,10 @@ static __global__ void __launch_bounds__(ATTN_NT)
     }
 
     if (!active) return;
-    tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa, qw0, T, g.d, g.scale, lane,
-                      twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+        tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa[i], qw0 + 16 * i, T, g.d, g.scale, lane,
+                          twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
 template <int DP>
@@ -342,14 +393,26 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
     const sg_bf16 *qp = pack, *kp = pack + n, *vp = pack + 2 * n, *gp = pack + 3 * n;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
-    attn_smem_attr(attn_bwd_dq_mma_kernel<DP>, smem);
+
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
                                                                        a->logbias, tk, tv, g);
     CUDA_LAUNCHED();
-    attn_bwd_dq_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D, a->logbias, twin,
-                                                                     g);
-    CUDA_LAUNCHED();
+    /* two m-tiles a warp where they fit (d <= 64), unless SG_ATTN_WARP_ROWS=16 */
+    auto dq_launch = [&](auto mt) {
+        constexpr int MT = decltype(mt)::value;
+        attn_smem_attr(attn_bwd_dq_mma_kernel<DP, MT>, smem);
+        attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D,
+                                                                                    a->logbias, twin, g);
+        CUDA_LAUNCHED();
+    };
+    if constexpr (DP <= 64) {
+        if (attn_warp_rows() != 16) {
+            dq_launch(std::integral_constant<int, 2>());
+            return;
+        }
+    }
+    dq_launch(std::integral_constant<int, 1>());
 }
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,

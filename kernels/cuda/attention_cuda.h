@@ -273,6 +273,11 @@ static __device__ __forceinline__ void attn_cp_tile(sg_bf16 *__restrict__ dst, c
  * tiles; attention_fwd_mma.cu, attention_bwd_mma.cu).  Read at every call,
  * so that one process can compare both. */
 bool attn_use_mma(void);
+/* SG_ATTN_WARP_ROWS: the rows a warp owns in the mma forward and dQ
+ * kernels, 16 or 32 (attention_fwd_mma.cu); 0 when unset (32 where
+ * d <= 64, else 16).  For the benchmarks' comparison; d = 128 always
+ * takes 16. */
+int attn_warp_rows(void);
 /* pack: scratch for 3 (forward) or 4 (backward) packed tensors of
  * attn_pack_elems(g) elements, 256-byte aligned; twin: out's bf16 twin or
  * null (attn_twin_begin) */

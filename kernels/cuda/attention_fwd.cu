@@ -216,18 +216,38 @@ static int attn_tiles_env(void) {
 }
 #define ATTN_TILES_ERROR "SG_ATTN must be \"wmma\" (the default) or \"mma\""
 
-/* A bad SG_ATTN stops the program as it loads, with the usage status,
- * before a run directory exists; attn_use_mma catches one set later. */
+/* 16 or 32, 0 unset, -1 anything else */
+static int attn_rows_env(void) {
+    const char *e = getenv("SG_ATTN_WARP_ROWS");
+    if (!e || !*e) return 0;
+    return !strcmp(e, "16") ? 16 : !strcmp(e, "32") ? 32 : -1;
+}
+#define ATTN_ROWS_ERROR "SG_ATTN_WARP_ROWS must be 16 or 32 (the rows a warp owns in the mma forward and dQ kernels)"
+
+/* A bad SG_ATTN or SG_ATTN_WARP_ROWS stops the program as it loads, with
+ * the usage status, before a run directory exists; attn_use_mma and
+ * attn_warp_rows catch one set later. */
 __attribute__((constructor)) static void attn_check_env(void) {
-    if (attn_tiles_env() >= 0) return;
-    fprintf(stderr, "%s: " ATTN_TILES_ERROR "\n", getenv("SG_ATTN"));
-    exit(2);
+    if (attn_tiles_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_TILES_ERROR "\n", getenv("SG_ATTN"));
+        exit(2);
+    }
+    if (attn_rows_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_ROWS_ERROR "\n", getenv("SG_ATTN_WARP_ROWS"));
+        exit(2);
+    }
 }
 
 bool attn_use_mma(void) {
     const int t = attn_tiles_env();
     if (t < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", ATTN_TILES_ERROR);
     return t == 1;
+}
+
+int attn_warp_rows(void) {
+    const int r = attn_rows_env();
+    if (r < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_WARP_ROWS", ATTN_ROWS_ERROR);
+    return r;
 }
 
 extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real *k,

@@ -26,16 +26,35 @@
  * t = 0 only. */
 #include "attention_cuda.h"
 
-/* 128 queries (8 warps) per block against the 64-key tiles: each K and V
- * tile in shared memory serves twice the queries of attention_fwd.cu's 64,
- * which halves the tile traffic per product.  (The backward keeps 4 warps:
- * its dK/dV kernel's 166 registers per thread would leave one 8-warp block
- * per SM.) */
-static constexpr int FWD_MMA_WARPS = 8;
-static constexpr int FWD_MMA_NT = 32 * FWD_MMA_WARPS;
-static constexpr int FWD_MMA_BQ = 16 * FWD_MMA_WARPS;
+/* 128 queries per block against the 64-key tiles: each K and V tile in
+ * shared memory serves twice the queries of attention_fwd.cu's 64, which
+ * halves the tile traffic per product.
+ *
+ * A warp owns MT 16-row m-tiles (attn_fwd_mma, SG_ATTN_WARP_ROWS):
+ * every K or V fragment it reads from shared memory (ldmatrix) then feeds
+ * MT products instead of one.  Why that matters: an m16n8k16 product
+ * takes 256 bytes of B operand for 2,048 multiply-adds, and an SM of an
+ * H100/H200 does about 2,048 bf16 multiply-adds a clock while its shared
+ * memory delivers 128 bytes: with one m-tile a warp needs all of that
+ * bandwidth to keep the tensor cores busy, with two, half.
+ * FlashAttention-2 gives a warp 32 rows for the same reason.  MT = 2 (4
+ * warps) for d <= 64; at d = 128 the accumulators of two m-tiles would not
+ * fit in the registers, so MT = 1 (8 warps) there.  (The backward keeps 4
+ * warps of one m-tile: its dK/dV kernel's 166 registers per thread would
+ * leave one 8-warp block per SM.)
+ *
+ * The rows of an m-tile see the instructions they saw with MT = 1, so both
+ * give the same bits: a strip past an m-tile's last query, which MT = 1
+ * skipped, is computed for it here only in S, where the mask replaces
+ * every such logit by -inf; and with P = 0 there, it is skipped in P V. */
+static constexpr int FWD_MMA_BQ = 128;
 static_assert(FWD_MMA_BQ == ATTN_PACK_ROWS && FWD_MMA_BQ == 2 * ATTN_BK,
               "the Q tile is as tall as the packing's rows, and holds one K and one V tile afterwards");
+template <int MT>
+struct FwdMmaShape {
+    static constexpr int WARPS = FWD_MMA_BQ / (16 * MT);
+    static constexpr int NT = 32 * WARPS;
+};
 
 /* Two regions of 128 bf16 rows: A holds the Q tile until every warp has
  * its Q fragments in registers, then serves as the second K/V buffer; B is
@@ -55,7 +74,7 @@ struct FwdMmaLayout {
 /* s = the tile's logits in base 2 (element e of s[n]: row row[e >> 1], key
  * k0 + 8n + 2 tq + (e & 1)), and mx = the running max over them.  MASK:
  * -inf where j > i or j >= T, needed only where the tile reaches past the
- * warp's first query or past T; before that every key precedes every row. */
+ * m-tile's first query or past T; before that every key precedes every row. */
 template <bool MASK, int NN>
 static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float (&mx)[2], const float *lbs,
                                                        float scale_log2, int k0, const int (&row)[2], int T,
@@ -72,15 +91,16 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
         }
 }
 
-template <int DP>
-static __global__ void __launch_bounds__(FWD_MMA_NT)
+template <int DP, int MT>
+static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const sg_bf16 *__restrict__ qp,
                         const sg_bf16 *__restrict__ kp, const sg_bf16 *__restrict__ vp,
                         const float *__restrict__ sink, const float *__restrict__ logbias,
                         sg_bf16 *__restrict__ twin, AttnGeom g) {
     typedef FwdMmaLayout<DP> L;
-    constexpr int NF = DP / 16;      /* k-steps over the head dim */
-    constexpr int NS = ATTN_BK / 16; /* 16-key strips of a tile */
+    constexpr int NT = FwdMmaShape<MT>::NT, RW = 16 * MT; /* threads; rows a warp owns */
+    constexpr int NF = DP / 16;                             /* k-steps over the head dim */
+    constexpr int NS = ATTN_BK / 16;                        /* 16-key strips of a tile */
     extern __shared__ __align__(128) unsigned char attn_smem[];
     sg_bf16 *const bufB = reinterpret_cast<sg_bf16 *>(attn_smem + L::B);
     sg_bf16 *const bufA = reinterpret_cast<sg_bf16 *>(attn_smem + L::A);
@@ -93,32 +113,40 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
     const long slice = bh * g.Tp * DP;
     const sg_bf16 *kh = kp + slice, *vh = vp + slice;
     const float *lb = logbias ? logbias + bh * T : nullptr;
-    const int wq0 = q0 + warp * 16, wlast = wq0 + 15;
+    const int wq0 = q0 + warp * RW, wlast = wq0 + RW - 1;
     const bool active = wq0 < T; /* warp-uniform */
-    const int row[2] = {wq0 + gq, wq0 + gq + 8}; /* this lane's queries */
+    /* this lane's queries: rows g and g + 8 of each m-tile */
+    int row[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) row[i][0] = wq0 + 16 * i + gq, row[i][1] = wq0 + 16 * i + gq + 8;
     /* key tiles up to the block's last query (or T - 1) */
     const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
 
     const float c0 = g.phantom ? (sink ? sink[h] : 0.f) * ATTN_LOG2E : -INFINITY;
-    float m[2] = {c0, c0};
-    float l[2];
-    l[0] = l[1] = g.phantom && tq == 0 ? 1.f : 0.f;
-    float o[DP / 8][4];
+    float m[MT][2], l[MT][2];
+    float o[MT][DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int i = 0; i < MT; ++i) {
+        m[i][0] = m[i][1] = c0;
+        l[i][0] = l[i][1] = g.phantom && tq == 0 ? 1.f : 0.f;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;
+    }
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
-    attn_cp_tile<FWD_MMA_BQ, DP, L::LDH, FWD_MMA_NT>(bufA, qp + slice, q0);
-    attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(bufB, kh, 0);
-    attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(bufB + ATTN_BK * L::LDH, vh, 0);
+    attn_cp_tile<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, qp + slice, q0);
+    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(bufB, kh, 0);
+    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, vh, 0);
     tc_cp_commit();
     attn_load_bias(lbuf, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
-    tc_reg qa[NF][4];
+    tc_reg qa[MT][NF][4];
 #pragma unroll
-    for (int kk = 0; kk < NF; ++kk)
-        tc_load_a<L::LDH>(qa[kk], bufA, warp * 16, kk * 16, lane);
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int kk = 0; kk < NF; ++kk)
+            tc_load_a<L::LDH>(qa[i][kk], bufA, warp * RW + 16 * i, kk * 16, lane);
     __syncthreads(); /* region A is free: the second K/V buffer from now on */
 
     for (int kt = 0; kt <= last_kt; ++kt) {
@@ -128,8 +156,8 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
          * end of the previous step */
         if (kt < last_kt) {
             sg_bf16 *nb = cur ? bufB : bufA;
-            attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(nb, kh, k0 + ATTN_BK);
-            attn_cp_tile<ATTN_BK, DP, L::LDH, FWD_MMA_NT>(nb + ATTN_BK * L::LDH, vh, k0 + ATTN_BK);
+            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(nb, kh, k0 + ATTN_BK);
+            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, vh, k0 + ATTN_BK);
             tc_cp_commit();
             attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
@@ -142,71 +170,85 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
 
         /* a warp whose queries all precede the tile has nothing in it */
         if (active && k0 <= wlast) {
-            /* S: s[n] covers keys k0 + 8n .. k0 + 8n + 7.  Strips wholly past
-             * the warp's last query are not computed (they are masked below
-             * for every row). */
-            float s[2 * NS][4];
+            /* S: s[i][n] covers keys k0 + 8n .. k0 + 8n + 7 of m-tile i.
+             * Strips wholly past the warp's last query are not computed
+             * (they are masked below for every row). */
+            float s[MT][2 * NS][4];
 #pragma unroll
             for (int st = 0; st < NS; ++st) {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) s[2 * st][e] = s[2 * st + 1][e] = 0.f;
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[i][2 * st][e] = s[i][2 * st + 1][e] = 0.f;
                 if (k0 + st * 16 > wlast) continue;
 #pragma unroll
                 for (int kk = 0; kk < NF; ++kk) {
                     tc_reg kb[4];
                     tc_load_bt<L::LDH>(kb, Ks, st * 16, kk * 16, lane);
-                    tc_mma(s[2 * st], qa[kk], kb);
-                    tc_mma(s[2 * st + 1], qa[kk], kb + 2);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        tc_mma(s[i][2 * st], qa[i][kk], kb);
+                        tc_mma(s[i][2 * st + 1], qa[i][kk], kb + 2);
+                    }
                 }
             }
 
-            /* Online softmax in base 2 */
-            float mx[2] = {m[0], m[1]};
-            if (k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T)
-                attn_fwd_logits<true>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
-            else attn_fwd_logits<false>(s, mx, lbs, g.scale_log2, k0, row, T, tq);
-            float alpha[2], mu[2];
+            /* Online softmax in base 2, per m-tile */
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
-                 * never exp2(-inf + inf) = NaN */
-                mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-                alpha[r] = exp2f(m[r] - mu[r]);
-            }
-            float ps[2] = {0.f, 0.f};
+            for (int i = 0; i < MT; ++i) {
+                float mx[2] = {m[i][0], m[i][1]};
+                if (k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T)
+                    attn_fwd_logits<true>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
+                else attn_fwd_logits<false>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
+                float alpha[2], mu[2];
 #pragma unroll
-            for (int n = 0; n < 2 * NS; ++n)
+                for (int r = 0; r < 2; ++r) {
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                    /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
+                     * never exp2(-inf + inf) = NaN */
+                    mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
+                    alpha[r] = exp2f(m[i][r] - mu[r]);
+                }
+                float ps[2] = {0.f, 0.f};
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float p = exp2f(s[n][e] - mu[e >> 1]);
-                    s[n][e] = p;
-                    ps[e >> 1] += p;
+                for (int n = 0; n < 2 * NS; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float p = exp2f(s[i][n][e] - mu[e >> 1]);
+                        s[i][n][e] = p;
+                        ps[e >> 1] += p;
+                    }
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    l[i][r] = fmaf(l[i][r], alpha[r], ps[r]);
+                    m[i][r] = mx[r];
                 }
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                l[r] = fmaf(l[r], alpha[r], ps[r]);
-                m[r] = mx[r];
-            }
-#pragma unroll
-            for (int n = 0; n < DP / 8; ++n) {
-                o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-                o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+                for (int n = 0; n < DP / 8; ++n) {
+                    o[i][n][0] *= alpha[0], o[i][n][1] *= alpha[0];
+                    o[i][n][2] *= alpha[1], o[i][n][3] *= alpha[1];
+                }
             }
 
-            /* O += P V, P as the A operand straight from the accumulators */
+            /* O += P V, P as the A operand straight from the accumulators;
+             * an m-tile skips the strips past its last query (P = 0 there) */
 #pragma unroll
             for (int st = 0; st < NS; ++st) {
                 if (k0 + st * 16 > wlast) continue;
-                tc_reg pa[4];
-                tc_acc_to_a(pa, s + 2 * st);
+                tc_reg pa[MT][4];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) tc_acc_to_a(pa[i], s[i] + 2 * st);
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg vb[4];
                     tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, lane);
-                    tc_mma(o[2 * nd], pa, vb);
-                    tc_mma(o[2 * nd + 1], pa, vb + 2);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        if (k0 + st * 16 > wq0 + 16 * i + 15) continue;
+                        tc_mma(o[i][2 * nd], pa[i], vb);
+                        tc_mma(o[i][2 * nd + 1], pa[i], vb + 2);
+                    }
                 }
             }
         }
@@ -215,22 +257,25 @@ static __global__ void __launch_bounds__(FWD_MMA_NT)
 
     if (!active) return;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) { /* a + b == b + a: the four lanes agree bitwise */
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) { /* a + b == b + a: the four lanes agree bitwise */
+            l[i][r] += __shfl_xor_sync(0xffffffffu, l[i][r], 1);
+            l[i][r] += __shfl_xor_sync(0xffffffffu, l[i][r], 2);
+        }
+        const float inv[2] = {1.f / l[i][0], 1.f / l[i][1]};
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[i][n][e] *= inv[e >> 1];
+        tc_store_rows<DP>(out + row0 * g.o_stride + ho, g.o_stride, o[i], wq0 + 16 * i, T, g.d, 1.f, lane,
+                          twin ? twin + row0 * g.o_stride + ho : nullptr);
+        /* LSE_i = m_i + log l_i, back in natural log */
+        if (tq == 0)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                if (row[i][r] < T) lse[bh * T + row[i][r]] = (m[i][r] + log2f(l[i][r])) * ATTN_LN2;
     }
-    const float inv[2] = {1.f / l[0], 1.f / l[1]};
-#pragma unroll
-    for (int n = 0; n < DP / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[n][e] *= inv[e >> 1];
-    tc_store_rows<DP>(out + row0 * g.o_stride + ho, g.o_stride, o, wq0, T, g.d, 1.f, lane,
-                      twin ? twin + row0 * g.o_stride + ho : nullptr);
-    /* LSE_i = m_i + log l_i, back in natural log */
-    if (tq == 0)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            if (row[r] < T) lse[bh * T + row[r]] = (m[r] + log2f(l[r])) * ATTN_LN2;
 }
 
 /* ---- packing (attention_cuda.h, attn_pack) ------------------------------ */
@@ -291,14 +336,14 @@ void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
     });
 }
 
-template <int DP>
+template <int DP, int MT>
 static void attn_fwd_mma_launch(real *out, real *lse, const sg_bf16 *pack, sg_bf16 *twin, const AttnArgs *a,
                                 const AttnGeom &g) {
     const size_t smem = FwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
-    attn_smem_attr(attn_fwd_mma_kernel<DP>, smem);
+    attn_smem_attr(attn_fwd_mma_kernel<DP, MT>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
-    attn_fwd_mma_kernel<DP><<<grid, FWD_MMA_NT, smem, sg_stream()>>>(out, lse, pack, pack + n, pack + 2 * n, a->sink,
-                                                                     a->logbias, twin, g);
+    attn_fwd_mma_kernel<DP, MT><<<grid, FwdMmaShape<MT>::NT, smem, sg_stream()>>>(
+        out, lse, pack, pack + n, pack + 2 * n, a->sink, a->logbias, twin, g);
     CUDA_LAUNCHED();
 }
 
@@ -306,5 +351,16 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
                   const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin) {
     const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
     attn_pack(pack, 3, src, g);
-    attn_by_dpad(a->d, [&](auto dp) { attn_fwd_mma_launch<decltype(dp)::value>(out, lse, pack, twin, a, g); });
+    /* two m-tiles a warp where they fit (d <= 64), unless SG_ATTN_WARP_ROWS=16 */
+    const bool two = attn_warp_rows() != 16;
+    attn_by_dpad(a->d, [&](auto dp) {
+        constexpr int DP = decltype(dp)::value;
+        if constexpr (DP <= 64) {
+            if (two) {
+                attn_fwd_mma_launch<DP, 2>(out, lse, pack, twin, a, g);
+                return;
+            }
+        }
+        attn_fwd_mma_launch<DP, 1>(out, lse, pack, twin, a, g);
+    });
 }

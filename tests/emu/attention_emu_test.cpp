@@ -119,6 +119,25 @@ static void test_attention(const AttnCase &c) {
               "%s: the projection through o's twin differs from the cast's bits", g_tag.c_str());
     }
 
+    if (!strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma") && d <= 64) {
+        /* The mma forward and dQ kernels give a warp one or two 16-row
+         * m-tiles (SG_ATTN_WARP_ROWS; attention_fwd_mma.cu): every row sees
+         * the same instructions either way, so the bits must be the same.
+         * (The dQ kernel is compared below, with the backward.) */
+        const char *was = getenv("SG_ATTN_WARP_ROWS");
+        const std::string keep = was ? was : "";
+        const bool two = keep != "16";
+        setenv("SG_ATTN_WARP_ROWS", two ? "16" : "32", 1);
+        Buf o2(no), lse2(nl);
+        cuda_op_attention_fwd(o2.p(), lse2.p(), qkv.p(), qkv.p() + C, v, &a);
+        if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
+        else unsetenv("SG_ATTN_WARP_ROWS");
+        CHECK(!memcmp(o2.p(), o.p(), sizeof(float) * no) && !memcmp(lse2.p(), lse.p(), sizeof(float) * nl),
+              "%s: the mma forward with %d rows a warp differs from %d rows a warp", g_tag.c_str(), two ? 16 : 32,
+              two ? 32 : 16);
+        intact("outputs", o2), intact("outputs", lse2);
+    }
+
     /* each backward from its own forward, as test_gpu_ops */
     Buf dqkv_r(nqkv, 0.f), dv_r(c.vsep ? nv : 0, 0.f), ds_r = dsink0, dlb_r(nl, 0.f);
     Buf dqkv(nqkv), dvb(c.vsep ? nv : 0), ds = dsink0, dlb(nl);
@@ -177,6 +196,27 @@ static void test_attention(const AttnCase &c) {
                   "%s: dsink or dlogbias differ when dqkv is promised", g_tag.c_str());
             cuda_op_matmul_only_end(dq2.p(), sizeof(float) * nqkv);
         }
+    }
+    if (!strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma") && d <= 64) {
+        /* the backward with the other SG_ATTN_WARP_ROWS: every output bitwise */
+        const char *was = getenv("SG_ATTN_WARP_ROWS");
+        const std::string keep = was ? was : "";
+        const bool two = keep != "16";
+        setenv("SG_ATTN_WARP_ROWS", two ? "16" : "32", 1);
+        Buf dqkv2(nqkv), dvb2(c.vsep ? nv : 0), ds2 = dsink0, dlb2(nl);
+        sg_matmul_forget();
+        cuda_op_attention_bwd(dqkv2.p(), dqkv2.p() + C, c.vsep ? dvb2.p() : dqkv2.p() + 2 * C,
+                              want_ds ? ds2.p() : nullptr, c.logbias ? dlb2.p() : nullptr, dout.p(), qkv.p(),
+                              qkv.p() + C, v, o.p(), lse.p(), &a);
+        if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
+        else unsetenv("SG_ATTN_WARP_ROWS");
+        CHECK(!memcmp(dqkv2.p(), dqkv.p(), sizeof(float) * nqkv) &&
+                  (!c.vsep || !memcmp(dvb2.p(), dvb.p(), sizeof(float) * nv)) &&
+                  !memcmp(ds2.p(), ds.p(), sizeof(float) * H) &&
+                  (!c.logbias || !memcmp(dlb2.p(), dlb.p(), sizeof(float) * nl)),
+              "%s: the mma backward with %d rows a warp differs from %d rows a warp", g_tag.c_str(), two ? 16 : 32,
+              two ? 32 : 16);
+        for (const Buf *bb : {&dqkv2, &dvb2, &ds2, &dlb2}) intact("outputs", *bb);
     }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
