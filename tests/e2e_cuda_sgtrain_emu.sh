@@ -16,6 +16,13 @@
 #     training runs' losses and parameters, with them off
 #     (SG_MATMUL_KEEP=0) are bitwise those with them on, and test_gpu_ops's
 #     twin cases pass with them off too;
+#   - SG_MATMUL_TUNE=1, which times cuBLASLt's candidates for each shape
+#     and keeps the fastest with the first choice's bits, changes no bit
+#     either, although the emulated cuBLASLt's fastest-looking candidates
+#     round differently (tests/emu/emu_cublaslt.cpp): the gradients of two
+#     arms under both tile kernels, and a training run that accumulates dW;
+#     every shape is tuned, and the bitwise filter rejects those candidates;
+#     a bad value stops the program before a run directory exists;
 #   - the tensors the model promises to matmuls alone (op_matmul_only) keep
 #     only their twins, and nothing else reads them: every emulated run
 #     fills the fp32 left unstored with NaN (SG_TWIN_POISON=1), and is still
@@ -197,6 +204,37 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
+# SG_MATMUL_TUNE=1: the emulated heuristic offers 4 algorithms a shape, the
+# first choice, one with its bits (1), and two that look faster but round
+# otherwise: split-K (2) and C added apart (3), which differs only where C
+# is not 0 (an accumulating dW, checked also with a C that is not 0).  So
+# each shape rejects 1 candidate, an accumulating one 2, and the chosen
+# (3 or 1) looks faster than the first choice.
+tuned_ok() { # stats log: every shape tuned as above
+    awk '/^sg matmul tune: m /{ n++; acc = $15 + 0; if ($16 != 4 || $18 != 1 + acc || $26 + 0 >= $23 + 0) bad++ }
+         /^sg matmul tune: [0-9]+ of [0-9]+ shapes tuned$/{ t = $4; p = $6 }
+         END { exit !(n > 0 && !bad && t == n && p == n) }' "$1"
+}
+for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+    name=${cfg%%:*} flags=${cfg#*:}
+    for arm in baseline combo2; do
+        for tiles in wmma mma; do
+            SG_ATTN=$tiles SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
+                -o "$W/tune-$name-$arm-$tiles.st" >/dev/null 2>"$W/tune-$name-$arm-$tiles.log"
+            check 'cmp -s "$W/tune-$name-$arm-$tiles.st" "$W/emu-$name-$arm-$tiles.st"' \
+                "$name $arm SG_ATTN=$tiles: gradients with SG_MATMUL_TUNE=1 bitwise those without"$'\n'"$(tail -n 3 "$W/tune-$name-$arm-$tiles.log")"
+            check 'tuned_ok "$W/tune-$name-$arm-$tiles.log"' \
+                "$name $arm SG_ATTN=$tiles, SG_MATMUL_TUNE=1: every shape tuned, 4 candidates, the other bits rejected (1, accumulating 2), the chosen faster"$'\n'"$(grep "^sg matmul tune" "$W/tune-$name-$arm-$tiles.log")"
+        done
+    done
+done
+echo "SG_MATMUL_TUNE=1: $(ls "$W"/tune-*.st | wc -l) grads runs bitwise those without; d64 combo2 mma: $(grep -c "^sg matmul tune: m " "$W/tune-d64-combo2-mma.log") shapes tuned, $(awk '/^sg matmul tune: m /{ r += $18 } END { print r + 0 }' "$W/tune-d64-combo2-mma.log") candidates rejected for other bits"
+for v in 2 yes; do
+    SG_MATMUL_TUNE=$v "$EMU" $T --out "$W/badtune-$v" >"$W/badtune-$v.log" 2>&1
+    rc=$?
+    check '[ $rc -eq 2 ] && grep -q "SG_MATMUL_TUNE must be" "$W/badtune-$v.log" && [ ! -e "$W/badtune-$v" ]' \
+        "SG_MATMUL_TUNE=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badtune-$v.log")"
+done
 # the value-slot arms also promise dqkv, which only the mma tiles write a
 # twin of (with a value gate, together with the gate's backward): one more
 # unstored output per layer (2) with them than with wmma; none for renorm
@@ -239,6 +277,11 @@ SG_MATMUL_KEEP=0 timeout 300 "$EMU" $ST --out "$W/st-nokeep" >/dev/null 2>&1
 check '[ -n "$(crc "$W/st-keep")" ] && [ "$(crc "$W/st-keep")" = "$(crc "$W/st-nokeep")" ] &&
        [ "$(losses "$W/st-keep")" = "$(losses "$W/st-nokeep")" ]' \
     "sinktoken training with SG_MATMUL_KEEP=0: bitwise the parameters with the twins ($(crc "$W/st-nokeep") vs $(crc "$W/st-keep"))"
+# tuned: its second micro-batch's dW accumulate into the first's (C not 0)
+SG_MATMUL_TUNE=1 timeout 300 "$EMU" $ST --out "$W/st-tune" >/dev/null 2>&1
+check '[ -n "$(crc "$W/st-tune")" ] && [ "$(crc "$W/st-tune")" = "$(crc "$W/st-keep")" ] &&
+       [ "$(losses "$W/st-tune")" = "$(losses "$W/st-keep")" ]' \
+    "sinktoken training with SG_MATMUL_TUNE=1: bitwise the parameters without ($(crc "$W/st-tune") vs $(crc "$W/st-keep"))"
 # the analyses (injection battery, probes, exposure) of the CPU's checkpoint on both builds
 AN="--batches 1 --batch-size 2 --quiet"
 "$B/sgtrain" analyze "$W/cpu" --out "$W/an-cpu" $AN >/dev/null 2>&1

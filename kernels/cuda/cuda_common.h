@@ -91,11 +91,26 @@ long sg_matmul_stores_skipped(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept
  * copy (tests). */
 long sg_matmul_casts_skipped(void);
+/* SG_MATMUL_TUNE's switch for a program that compares both ways
+ * (bench_gpu --matmul, test_gpu_ops): on (1) or off (0), overriding the
+ * variable. */
+void sg_matmul_set_tune(int on);
 #ifdef __cplusplus
 }
 #endif
 
-enum { SCRATCH_BF16_A, SCRATCH_BF16_B, SCRATCH_LT_WORKSPACE, SCRATCH_REDUCE, SCRATCH_CLASSIFIER, SCRATCH_MISC, SCRATCH_SLOTS };
+/* SCRATCH_TUNE_*: the outputs SG_MATMUL_TUNE's candidates write (matmul.cu) */
+enum {
+    SCRATCH_BF16_A,
+    SCRATCH_BF16_B,
+    SCRATCH_LT_WORKSPACE,
+    SCRATCH_REDUCE,
+    SCRATCH_CLASSIFIER,
+    SCRATCH_MISC,
+    SCRATCH_TUNE_REF,
+    SCRATCH_TUNE_OUT,
+    SCRATCH_SLOTS
+};
 
 static inline unsigned sg_blocks(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 

@@ -8,13 +8,17 @@
  *   D = alpha op(A) op(B) + beta C
  * through the loop of emu_gemm.h.  The problem's m, n and k come from the
  * layouts and the transposes, as in cuBLASLt, and must agree between A, B,
- * C and D.  The heuristic finds one algorithm for every consistent
- * problem; the algorithm remembers the alignments the preference promised
- * and the workspace it asked for, and cublasLtMatmul fails if a pointer
- * breaks that promise or the workspace is smaller.  Attributes and types
- * that the emulator does not model are refused with a message (rather
- * than ignored).  Nothing is said about cuBLASLt's kernels, their speed or
- * their rounding. */
+ * C and D.  The heuristic finds four algorithms for every consistent
+ * problem and returns as many as asked, first choice first: the loop, and
+ * three variants of it, one with the same bits and two that round
+ * differently (split-K, and another epilogue), each made to look faster on
+ * the emulated event clock (emu_cublaslt.cpp), so that a tuner's bitwise
+ * filter is tested.  An algorithm remembers the alignments the preference
+ * promised and the workspace it asked for, and cublasLtMatmul fails if a
+ * pointer breaks that promise or the workspace is smaller.  Attributes and
+ * types that the emulator does not model are refused with a message
+ * (rather than ignored).  Nothing is said about cuBLASLt's kernels, their
+ * speed or their rounding. */
 #ifndef SG_EMU_CUBLASLT_H
 #define SG_EMU_CUBLASLT_H
 

@@ -13,11 +13,19 @@
 #ifndef SG_EMU_CUDA_RUNTIME_H
 #define SG_EMU_CUDA_RUNTIME_H
 
+#include <chrono>
+
 #include "emu_threads.h"
 
 typedef int cudaError_t;
 typedef void *cudaStream_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidPitchValue = 12 };
+enum {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidPitchValue = 12,
+    cudaErrorInvalidResourceHandle = 400
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaMemcpyKind {
@@ -80,6 +88,46 @@ inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, 
     if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
     for (size_t r = 0; r < height; r++)
         memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return cudaSuccess;
+}
+
+/* Events, for timing (kernels/cuda/matmul.cu's SG_MATMUL_TUNE).  Work
+ * finishes before its call returns, so recording an event reads the clock:
+ * the host's, plus emu::device_extra_ms, the time the emulated device is
+ * said to have spent beyond it (the emulated cuBLASLt charges each of its
+ * algorithms a made-up cost there, emu_cublaslt.cpp, so that a tuner sees
+ * them differ in speed).  The elapsed time between events not both recorded
+ * is an error, as on the device.  (NCCL's stream-ordering events of the
+ * emulated sgtrain, tests/emu/c/cuda_runtime_api.h, are another type.) */
+namespace emu {
+extern double device_extra_ms;
+}
+struct emu_timing_event {
+    double ms;
+    bool recorded;
+};
+typedef emu_timing_event *cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    if (!e) return cudaErrorInvalidValue;
+    *e = new emu_timing_event{0, false};
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    e->ms = std::chrono::duration<double, std::milli>(now).count() + emu::device_extra_ms;
+    e->recorded = true;
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return cudaErrorInvalidValue;
+    if (!start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+    *ms = (float)(end->ms - start->ms);
     return cudaSuccess;
 }
 

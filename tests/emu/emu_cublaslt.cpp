@@ -2,6 +2,8 @@
  * cublasLtMatmul over the loop of emu_gemm.h.  Every refusal says why on
  * stderr, then returns the status cuBLASLt gives for it, so that the op's
  * CUBLAS_CHECK fails as it would on the device. */
+#include <vector>
+
 #include "cublasLt.h"
 #include "emu_gemm.h"
 
@@ -126,6 +128,61 @@ static Problem problem(const emu_lt_desc *op, const emu_lt_layout *a, const emu_
 static const uint64_t ALGO_MAGIC = 0x656d756c74616c67; /* an algorithm that came from the heuristic */
 static const uint64_t ALGO_WORKSPACE = 1u << 20;
 
+/* The algorithms the heuristic offers, first choice first; a request for n
+ * gets the first n (for 1, the loop alone, as before).  They differ as
+ * cuBLASLt's may, so that a tuner that must keep the first choice's bits
+ * (kernels/cuda/matmul.cu, SG_MATMUL_TUNE) has something to reject:
+ *   0  emu_gemm.h's loop: each output the exact sum plus beta C, rounded once;
+ *   1  the same, in two halves of the columns (another tiling): the same bits;
+ *   2  k in two halves, the second half's sum added to the first's fp32
+ *      result (split-K): other bits;
+ *   3  the product rounded to fp32, then beta C added in fp32 (another
+ *      epilogue): the same bits where beta C is 0, other bits elsewhere.
+ * Each call is charged a made-up time on the emulated clock
+ * (emu::device_extra_ms, cuda_runtime.h's events): 2 looks fastest, then 3,
+ * then 1.  A tuner without the bitwise test picks 2, and for a product
+ * that accumulates into zeros while it is timed, 3. */
+enum { N_ALGOS = 4 };
+static const double ALGO_MS[N_ALGOS] = {30, 20, 0, 10};
+
+/* x moved on by `by` along one of its dimensions: the stored rows (along_rows)
+ * or the stored columns */
+static emu::GemmOperand advance(emu::GemmOperand x, bool along_rows, long by) {
+    x.p = static_cast<const char *>(x.p) + (along_rows ? by : by * x.ld) * (x.type == CUDA_R_16BF ? 2 : 4);
+    return x;
+}
+
+static void run_algo(int algo, const Problem &p, float alpha, emu::GemmOperand A, emu::GemmOperand B, float beta,
+                     const float *C, long ldc, float *D, long ldd) {
+    const int m = p.m, n = p.n, k = p.k;
+    switch (algo) {
+    case 1: { /* op(B)'s columns: B's rows when transposed */
+        const int n0 = n / 2;
+        emu::gemm(p.ta, p.tb, m, n0, k, alpha, A, B, beta, C, ldc, D, ldd);
+        emu::gemm(p.ta, p.tb, m, n - n0, k, alpha, A, advance(B, p.tb, n0), beta, C ? C + (long)n0 * ldc : C, ldc,
+                  D + (long)n0 * ldd, ldd);
+        return;
+    }
+    case 2: { /* op(A)'s k runs along A's rows when transposed, op(B)'s along B's rows when not */
+        const int k0 = k / 2;
+        emu::gemm(p.ta, p.tb, m, n, k0, alpha, A, B, beta, C, ldc, D, ldd);
+        emu::gemm(p.ta, p.tb, m, n, k - k0, alpha, advance(A, p.ta, k0), advance(B, !p.tb, k0), 1.0f, D, ldd, D,
+                  ldd);
+        return;
+    }
+    case 3: {
+        std::vector<float> t((size_t)m * n);
+        emu::gemm(p.ta, p.tb, m, n, k, alpha, A, B, 0.0f, nullptr, m, t.data(), m);
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++)
+                D[(long)j * ldd + i] = t[(size_t)j * m + i] + (beta == 0.f ? 0.f : beta * C[(long)j * ldc + i]);
+        return;
+    }
+    default:
+        emu::gemm(p.ta, p.tb, m, n, k, alpha, A, B, beta, C, ldc, D, ldd);
+    }
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t operationDesc,
                                               cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                                               cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -138,17 +195,21 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     *returnAlgoCount = 0;
     const Problem p = problem(operationDesc, Adesc, Bdesc, Cdesc, Ddesc);
     if (p.bad) return refuse(CUBLAS_STATUS_INVALID_VALUE, p.bad);
-    /* one algorithm: it needs the alignments the caller promised and up to
-     * 1 MiB of workspace (within the caller's limit) */
-    cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
-    memset(&r, 0, sizeof r);
-    r.algo.data[0] = ALGO_MAGIC;
-    for (int i = 0; i < 4; i++) r.algo.data[1 + i] = preference->align[i];
-    r.workspaceSize = preference->max_workspace < ALGO_WORKSPACE ? preference->max_workspace : ALGO_WORKSPACE;
-    r.algo.data[5] = r.workspaceSize;
-    r.state = CUBLAS_STATUS_SUCCESS;
-    r.wavesCount = 1;
-    *returnAlgoCount = 1;
+    /* each needs the alignments the caller promised and up to 1 MiB of
+     * workspace (within the caller's limit) */
+    const int count = requestedAlgoCount < N_ALGOS ? requestedAlgoCount : N_ALGOS;
+    for (int a = 0; a < count; a++) {
+        cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[a];
+        memset(&r, 0, sizeof r);
+        r.algo.data[0] = ALGO_MAGIC;
+        for (int i = 0; i < 4; i++) r.algo.data[1 + i] = preference->align[i];
+        r.workspaceSize = preference->max_workspace < ALGO_WORKSPACE ? preference->max_workspace : ALGO_WORKSPACE;
+        r.algo.data[5] = r.workspaceSize;
+        r.algo.data[6] = (uint64_t)a;
+        r.state = CUBLAS_STATUS_SUCCESS;
+        r.wavesCount = 1;
+    }
+    *returnAlgoCount = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -162,7 +223,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
     const Problem p = problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc);
     if (p.bad) return refuse(CUBLAS_STATUS_INVALID_VALUE, p.bad);
     if (!alpha || !beta) return refuse(CUBLAS_STATUS_INVALID_VALUE, "alpha or beta is NULL");
-    if (!algo || algo->data[0] != ALGO_MAGIC)
+    if (!algo || algo->data[0] != ALGO_MAGIC || algo->data[6] >= N_ALGOS)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "the algorithm is not one the heuristic returned");
     if (workspaceSizeInBytes < algo->data[5] || (algo->data[5] && !workspace))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "workspace smaller than the algorithm's");
@@ -173,8 +234,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
     if (C == D && (Cdesc->ld != Ddesc->ld || Cdesc->type != Ddesc->type))
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "in place (C == D) with different C and D layouts");
     if (algo->data[5]) memset(workspace, 0xff, algo->data[5]); /* the algorithm's scratch */
-    emu::gemm(p.ta, p.tb, p.m, p.n, p.k, *(const float *)alpha, {A, Adesc->type, (long)Adesc->ld},
-              {B, Bdesc->type, (long)Bdesc->ld}, *(const float *)beta, (const float *)C, (long)Cdesc->ld, (float *)D,
-              (long)Ddesc->ld);
+    run_algo((int)algo->data[6], p, *(const float *)alpha, {A, Adesc->type, (long)Adesc->ld},
+             {B, Bdesc->type, (long)Bdesc->ld}, *(const float *)beta, (const float *)C, (long)Cdesc->ld, (float *)D,
+             (long)Ddesc->ld);
+    emu::device_extra_ms += ALGO_MS[algo->data[6]];
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -40,6 +40,7 @@ unsigned char *smem_lo, *smem_hi;
 size_t max_smem_attr;
 long switches;
 size_t max_smem_launched;
+double device_extra_ms; /* cuda_runtime.h's events */
 
 static std::mt19937_64 rng(1);
 void set_seed(unsigned long long s) { rng.seed(s); }
