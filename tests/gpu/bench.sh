@@ -7,7 +7,9 @@
 #     GPU's dense bf16 peak.
 #  2. build/cuda/bench_gpu --no-train --matmul: the linear layers' TFLOP/s at
 #     the 124M shapes against one 8192^3 product (the library's own rate),
-#     and attention forward + backward TFLOP/s for every arm at the 124M shape;
+#     untuned and tuned (SG_MATMUL_TUNE), and attention forward + backward
+#     TFLOP/s for every arm at the 124M shape, for the wmma tiles and the mma
+#     tiles with two and with one m-tile a warp (SG_ATTN_WARP_ROWS);
 #     then bench_gpu --gates: the gate ops' GB/s at the 124M shape against a
 #     device-to-device copy's in the same process.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
@@ -90,7 +92,9 @@ for tier in $TIERS; do
         --no-attn "${PEAK[@]}" --json "$OUT/sinkgate-$tier.json" || fail=1
 done
 echo "=== sinkgate: linear layers, and attention forward + backward for every arm ==="
-run sinkgate-attention 45 10 "$CB/bench_gpu" --no-train --matmul --arms all --json "$OUT/sinkgate-attention.json" || fail=1
+# SG_MATMUL_STATS=1: each shape's tuning (candidates, rejections, times) at exit
+run sinkgate-attention 60 10 env SG_MATMUL_STATS=1 "$CB/bench_gpu" --no-train --matmul --arms all \
+    --json "$OUT/sinkgate-attention.json" || fail=1
 echo "=== sinkgate: the gates alone, against a device-to-device copy ==="
 run sinkgate-gates 30 10 "$CB/bench_gpu" --no-train --no-attn --gates --json "$OUT/sinkgate-gates.json" || fail=1
 
@@ -169,9 +173,17 @@ if att and att.get("attention", {}).get("arms"):
         print("  with SG_ATTN=mma (register-resident tiles): TFLOP/s "
               + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma"].items()))
         summary["attention_tflops_mma"] = {k: v["tflops"] for k, v in a["arms_mma"].items()}
+    if a.get("arms_mma16"):
+        print("  with SG_ATTN=mma SG_ATTN_WARP_ROWS=16 (one m-tile a warp): TFLOP/s "
+              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma16"].items()))
+        summary["attention_tflops_mma16"] = {k: v["tflops"] for k, v in a["arms_mma16"].items()}
 if att and att.get("matmul"):
     print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
           + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))
+    if all("fwd_tflops_tuned" in v for v in att["matmul"].values()):
+        print("  tuned (SG_MATMUL_TUNE=1): "
+              + ", ".join(f"{k} {v['fwd_tflops_tuned']:.0f}/{v['bwd_tflops_tuned']:.0f}"
+                          for k, v in att["matmul"].items()))
     summary["matmul_tflops"] = att["matmul"]
 
 gt = (load("sinkgate-gates.json") or {}).get("gates") or {}

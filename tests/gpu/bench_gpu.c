@@ -234,7 +234,11 @@ static real *dev_rand(long n, double scale, double offset, uint64_t key) {
  * (8192 rows: B 8 x T 1024), and one 8192^3 product as the library's own
  * rate: the same op, so the fp32 -> bf16 casts of its operands are in both,
  * but at 8192^3 they are a small part of the time.  TFLOP/s = 2 M K N per
- * product (forward 1, backward 2). */
+ * product (forward 1, backward 2).  Each shape runs with cuBLASLt's first
+ * choice, then tuned (SG_MATMUL_TUNE, kernels/cuda/matmul.cu: the fastest
+ * candidate with the first choice's bits, chosen in the warm-up call);
+ * SG_MATMUL_STATS=1 adds each shape's candidates and times at exit. */
+void sg_matmul_set_tune(int on); /* kernels/cuda/matmul.cu */
 typedef struct {
     int M, K, N;
     const char *what;
@@ -557,16 +561,28 @@ int main(int argc, char **argv) {
         static const MmShape shapes[] = {{8192, 768, 2304, "qkv"},     {8192, 768, 768, "attn proj"},
                                          {8192, 768, 3072, "mlp fc"},  {8192, 3072, 768, "mlp proj"},
                                          {8192, 8192, 8192, "8192^3"}};
-        printf("linear layers alone (op_matmul_fwd, op_matmul_bwd), TFLOP/s = 2MKN per product\n");
-        printf("%-10s %6s %6s %6s %10s %10s\n", "shape", "M", "K", "N", "fwd TF/s", "bwd TF/s");
+        printf("linear layers alone (op_matmul_fwd, op_matmul_bwd), TFLOP/s = 2MKN per product; "
+               "tuned: SG_MATMUL_TUNE=1\n");
+        printf("%-10s %6s %6s %6s %10s %10s %10s %10s\n", "shape", "M", "K", "N", "fwd TF/s", "tuned", "bwd TF/s",
+               "tuned");
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-            double bt, ft = bench_matmul(&shapes[i], shapes[i].K == 8192 ? 5 : 30, &bt);
-            printf("%-10s %6d %6d %6d %10.1f %10.1f\n", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt);
+            const int iters = shapes[i].K == 8192 ? 5 : 30;
+            double bt, btt;
+            sg_matmul_set_tune(0);
+            const double ft = bench_matmul(&shapes[i], iters, &bt);
+            sg_matmul_set_tune(1);
+            const double ftt = bench_matmul(&shapes[i], iters, &btt);
+            printf("%-10s %6d %6d %6d %10.1f %10.1f %10.1f %10.1f\n", shapes[i].what, shapes[i].M, shapes[i].K,
+                   shapes[i].N, ft, ftt, bt, btt);
             fflush(stdout);
             if (js)
-                fprintf(js, "%s\"%s\": {\"M\": %d, \"K\": %d, \"N\": %d, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}",
-                        i ? ", " : "", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt);
+                fprintf(js,
+                        "%s\"%s\": {\"M\": %d, \"K\": %d, \"N\": %d, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f, "
+                        "\"fwd_tflops_tuned\": %.2f, \"bwd_tflops_tuned\": %.2f}",
+                        i ? ", " : "", shapes[i].what, shapes[i].M, shapes[i].K, shapes[i].N, ft, bt, ftt, btt);
         }
+        const char *e = getenv("SG_MATMUL_TUNE");
+        sg_matmul_set_tune(e && !strcmp(e, "1"));
         printf("\n");
     }
     if (js) fprintf(js, "}, \"gates\": {");
@@ -608,11 +624,15 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if (js) fprintf(js, "\"B\": %d, \"T\": %d, \"H\": %d, \"d\": %d, \"iters\": %d", B, T, H, d, attn_iters);
         /* both tile kernels (SG_ATTN, kernels/cuda/attention_cuda.h): "arms"
-         * holds the default's figures, "arms_mma" the register-resident ones */
-        static const char *const tiles[] = {"wmma", "mma"};
-        for (int ki = 0; ki < 2; ki++) {
-            setenv("SG_ATTN", tiles[ki], 1);
-            if (js) fprintf(js, ", \"%s\": {", ki ? "arms_mma" : "arms");
+         * holds the default's figures, "arms_mma" the register-resident ones
+         * (two m-tiles a warp at d 64), "arms_mma16" those with one
+         * (SG_ATTN_WARP_ROWS=16) */
+        static const char *const tiles[] = {"wmma", "mma", "mma16"};
+        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16"};
+        for (int ki = 0; ki < 3; ki++) {
+            setenv("SG_ATTN", ki ? "mma" : "wmma", 1);
+            if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
+            if (js) fprintf(js, ", \"%s\": {", keys[ki]);
             int first = 1;
             for (int ai = 0; ai < arm_count(); ai++) {
                 const Arm *arm = arm_at(ai);
@@ -634,6 +654,7 @@ int main(int argc, char **argv) {
             if (js) fprintf(js, "}");
         }
         unsetenv("SG_ATTN");
+        unsetenv("SG_ATTN_WARP_ROWS");
         printf("\n");
     }
     if (js) {

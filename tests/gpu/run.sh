@@ -9,7 +9,9 @@
 #  3. a 50-step loss trajectory of four arms against the CPU (each step's
 #     loss within 2% relative: bf16 matmuls versus fp32);
 #  4. determinism of training: two CUDA runs give the same parameters bit for bit;
-#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma)
+#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma; and
+#  under it, the gradients with SG_MATMUL_TUNE=1 and with
+#  SG_ATTN_WARP_ROWS=16 bitwise those without)
 #  5. `sgtrain analyze` of the same checkpoints on both backends: every loss of
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
@@ -58,6 +60,20 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
             if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
             tail -n 1 <<<"$out"
         done
+    done
+done
+
+# switches that must change no bit: the matmuls' tuned algorithms
+# (SG_MATMUL_TUNE=1: only candidates with the first choice's bits), and one
+# 16-row m-tile a warp in the mma attention (SG_ATTN_WARP_ROWS=16)
+flags="--tier test --n_embd 128 --n_head 2 --block_size 64"
+for arm in baseline combo2; do
+    for setting in "SG_MATMUL_TUNE=1" "SG_ATTN_WARP_ROWS=16"; do
+        # shellcheck disable=SC2086
+        env SG_ATTN=mma $setting "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" \
+            -o "$W/sw-$arm.st" >/dev/null 2>&1
+        check 'cmp -s "$W/sw-$arm.st" "$W/gpu-d64-$arm-mma.st"' \
+            "d64 $arm SG_ATTN=mma $setting: gradients bitwise those without"
     done
 done
 
