@@ -68,7 +68,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end layernorm_fwd residu
     host_memory sync backend; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
-KERNELS="fwd fwd_mma bwd bwd_mma decode probs"           # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
 OPS="layernorm elementwise embed gate classifier matmul" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------

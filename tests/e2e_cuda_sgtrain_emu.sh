@@ -249,6 +249,12 @@ for arm in baseline combo2 renorm; do
     check '[ -n "$uw" ] && [ -n "$um" ] && [ "$uw" -gt 0 ] && [ "$um" -eq $((uw + more)) ]' \
         "$arm grads: fp32 outputs not stored, wmma $uw, mma $um (want wmma + $more: dqkv in each layer)"
     echo "$arm grads: fp32 outputs not stored: wmma ${uw:-?}, mma ${um:-?}"
+    # the mma backward of each layer (2) takes its forward's packed Q, K, V
+    # (kernels/cuda/attention_pack.cu); the wmma tiles keep none
+    pk=$(sed -nE "s/^sg attention: ([0-9]+) backwards took their forward's packed Q, K, V$/\1/p" \
+        "$W/stats-$arm-mma.log")
+    check '[ "$pk" = 2 ] && ! grep -q "^sg attention:" "$W/stats-$arm-wmma.log"' \
+        "$arm grads SG_ATTN=mma: $pk backwards took their forward's packs (want 2, one a layer; none with wmma)"
 done
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null

@@ -419,9 +419,11 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
      * for the mma tiles the packed Q, K, V, dO */
     const int nchunk = (T + PRE_ROWS - 1) / PRE_ROWS;
     const bool mma = attn_use_mma();
+    /* the forward's packed Q, K, V (attention_pack.cu): then only dO is packed here */
+    const sg_bf16 *kept = mma && sg_keep_copies() ? attn_pack_kept(q, k, v, a) : nullptr;
     const size_t d_bytes = attn_align(sizeof(float) * (size_t)B * H * T);
     const size_t c_bytes = attn_align(sizeof(double) * (size_t)B * H * nchunk);
-    const size_t p_bytes = mma ? 4 * attn_pack_elems(g) * sizeof(sg_bf16) : 0;
+    const size_t p_bytes = mma ? (kept ? 1 : 4) * attn_pack_elems(g) * sizeof(sg_bf16) : 0;
     unsigned char *scratch = (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes);
     float *D = (float *)scratch;
     double *dc_part = (double *)(scratch + d_bytes);
@@ -447,7 +449,7 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
     else if (qk) sg_twin_none(dq, n3);
-    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, twin);
+    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin);
     else
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);

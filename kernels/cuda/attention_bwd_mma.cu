@@ -384,14 +384,14 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 }
 
 template <int DP>
-static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *pack, const real *lse,
-                                const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin) {
+static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *qkvp, const sg_bf16 *gp,
+                                const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin) {
     /* the twin's parts at dk's and dv's offsets from dq; dv apart (a value
      * gate's input gradient) has no part in it and is always stored */
     const long C = (long)a->H * a->d;
     sg_bf16 *tk = twin ? twin + C : nullptr, *tv = twin && dv == dq + 2 * C ? twin + 2 * C : nullptr;
     const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
-    const sg_bf16 *qp = pack, *kp = pack + n, *vp = pack + 2 * n, *gp = pack + 3 * n;
+    const sg_bf16 *qp = qkvp, *kp = qkvp + n, *vp = qkvp + 2 * n;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
 
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
@@ -417,10 +417,17 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, sg_bf16 *twin) {
-    const AttnPackSrc src = {{q, k, v, dout}, {a->q_stride, a->k_stride, a->v_stride, a->o_stride}, g.vec};
-    attn_pack(pack, 4, src, g);
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin) {
+    const sg_bf16 *qkvp = kept, *gp = pack;
+    if (kept) {
+        const AttnPackSrc src = {{dout, nullptr, nullptr, nullptr}, {a->o_stride, 0, 0, 0}, g.vec};
+        attn_pack(pack, 1, src, g);
+    } else {
+        const AttnPackSrc src = {{q, k, v, dout}, {a->q_stride, a->k_stride, a->v_stride, a->o_stride}, g.vec};
+        attn_pack(pack, 4, src, g);
+        qkvp = pack, gp = pack + 3 * attn_pack_elems(g);
+    }
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, pack, lse, D, a, g, twin);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, qkvp, gp, lse, D, a, g, twin);
     });
 }

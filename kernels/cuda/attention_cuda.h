@@ -252,6 +252,14 @@ static inline size_t attn_pack_elems(const AttnGeom &g) {
     return (size_t)g.B * g.H * g.Tp * attn_dpad(g.d);
 }
 void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g);
+/* The forward's packs kept for its backward (attention_pack.cu):
+ * attn_pack_keep gives the buffer (3 packs) the forward of q, k, v packs
+ * into, or null when there is no memory for one; attn_pack_kept, the one
+ * the last such forward filled, or null; attn_pack_drop forgets it (a
+ * forward that packs elsewhere). */
+sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnArgs *a, const AttnGeom &g);
+const sg_bf16 *attn_pack_kept(const real *q, const real *k, const real *v, const AttnArgs *a);
+void attn_pack_drop(const real *q, const real *k, const real *v, const AttnArgs *a);
 
 /* Rows r0 .. r0+ROWS-1 of a packed (b,h) slice into a tile of row length
  * LD, by cp.async, 8 elements a copy; the caller commits and waits. */
@@ -285,10 +293,12 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
                   const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin);
 /* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel;
  * twin: when dq, dk, dv are the three parts of one [B T, 3 H d] gradient,
- * its bf16 twin (dq's offsets), else null */
+ * its bf16 twin (dq's offsets), else null; kept: the forward's packed Q, K,
+ * V (attn_pack_kept), and then pack has room for dO alone, else null and
+ * pack room for all four */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, sg_bf16 *twin);
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin);
 
 /* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
  * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:

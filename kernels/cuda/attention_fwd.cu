@@ -264,9 +264,15 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
     const long n = (long)a->B * a->T * a->H * a->d;
     sg_bf16 *twin = a->o_stride == a->H * a->d ? sg_twin_begin(out, n) : nullptr;
     if (attn_use_mma()) {
-        sg_bf16 *pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
+        /* packed into a buffer kept for the backward (attention_pack.cu) */
+        sg_bf16 *pack = sg_keep_copies() ? attn_pack_keep(q, k, v, a, g) : nullptr;
+        if (!pack) {
+            attn_pack_drop(q, k, v, a);
+            pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
+        }
         attn_fwd_mma(out, lse, q, k, v, a, g, pack, twin);
     } else {
+        attn_pack_drop(q, k, v, a); /* a later mma backward must not take an older forward's */
         attn_by_dpad(a->d, [&](auto dp) { attn_fwd_launch<decltype(dp)::value>(out, lse, q, k, v, twin, a, g); });
     }
     if (twin) sg_twin_written(out, n);

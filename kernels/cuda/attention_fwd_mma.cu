@@ -278,64 +278,6 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     }
 }
 
-/* ---- packing (attention_cuda.h, attn_pack) ------------------------------ */
-
-static constexpr int PACK_NT = 256;
-
-/* 8 bf16, stored with one 16-byte write */
-struct __align__(16) AttnPack8 {
-    __nv_bfloat162 v[4];
-};
-
-/* Thread idx writes elements 8c .. 8c+7 of packed row idx / (DP/8) of
- * tensor blockIdx.y: consecutive threads write consecutive 16-byte chunks,
- * and read the matching 32 bytes of the fp32 row. */
-template <int DP>
-static __global__ void __launch_bounds__(PACK_NT)
-    attn_pack_kernel(sg_bf16 *__restrict__ dst, AttnPackSrc src, AttnGeom g) {
-    constexpr int CH = DP / 8;
-    const long per = (long)g.B * g.H * g.Tp * CH; /* chunks per tensor */
-    const long idx = (long)blockIdx.x * PACK_NT + threadIdx.x;
-    if (idx >= per) return;
-    const int which = blockIdx.y, c = (int)(idx % CH) * 8;
-    const long prow = idx / CH, bh = prow / g.Tp;
-    const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
-    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (t < g.T && c < g.d) {
-        /* selected, not indexed: a dynamic index into the parameter would
-         * copy it to local memory */
-        const float *p = which == 0 ? src.p[0] : which == 1 ? src.p[1] : which == 2 ? src.p[2] : src.p[3];
-        const int stride = which == 0   ? src.stride[0]
-                           : which == 1 ? src.stride[1]
-                           : which == 2 ? src.stride[2]
-                                        : src.stride[3];
-        const float *s = p + ((long)b * g.T + t) * stride + (long)h * g.d + c;
-        if (src.vec && c + 8 <= g.d) {
-            const float4 lo = reinterpret_cast<const float4 *>(s)[0], hi = reinterpret_cast<const float4 *>(s)[1];
-            x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
-            x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 8; ++e)
-                if (c + e < g.d) x[e] = s[e];
-        }
-    }
-    AttnPack8 o;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
-    reinterpret_cast<AttnPack8 *>(dst + (size_t)which * per * 8)[idx] = o;
-}
-
-void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
-    attn_by_dpad(g.d, [&](auto dp) {
-        constexpr int DP = decltype(dp)::value;
-        const long per = (long)g.B * g.H * g.Tp * (DP / 8);
-        attn_pack_kernel<DP><<<dim3((unsigned)((per + PACK_NT - 1) / PACK_NT), (unsigned)n), PACK_NT, 0,
-                               sg_stream()>>>(dst, src, g);
-        CUDA_LAUNCHED();
-    });
-}
-
 template <int DP, int MT>
 static void attn_fwd_mma_launch(real *out, real *lse, const sg_bf16 *pack, sg_bf16 *twin, const AttnArgs *a,
                                 const AttnGeom &g) {

@@ -91,6 +91,17 @@ long sg_matmul_stores_skipped(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept
  * copy (tests). */
 long sg_matmul_casts_skipped(void);
+/* Whether kept bf16 copies are on (SG_MATMUL_KEEP, matmul.cu): the
+ * matmuls' copies and twins, and the attention's kept packs. */
+int sg_keep_copies(void);
+/* How many mma backwards took their forward's packed Q, K, V
+ * (attention_pack.cu; tests). */
+long sg_attn_packs_reused(void);
+/* op_free's count (runtime.cu): an address may come back for another
+ * buffer, so what a table keyed by address holds from before the count
+ * moved is not used (attention_pack.cu). */
+unsigned long sg_free_count(void);
+void sg_count_free(void);
 /* SG_MATMUL_TUNE's switch for a program that compares both ways
  * (bench_gpu --matmul, test_gpu_ops): on (1) or off (0), overriding the
  * variable. */

@@ -65,7 +65,8 @@
  * tests run with it); SG_MATMUL_STATS=1 prints the counts at exit.
  *
  * SG_MATMUL_KEEP=0 turns kept copies, twins and twin-only outputs off
- * (every operand cast on every call, every output stored).
+ * (every operand cast on every call, every output stored), and with them
+ * the attention's kept packs (attention_pack.cu, sg_keep_copies).
  *
  * Tuning (SG_MATMUL_TUNE=1, off by default).  The heuristic's first choice
  * is a guess; PyTorch's TunableOp times the candidates instead.  Here the
@@ -161,6 +162,9 @@ static void print_stats(void) {
     fprintf(stderr, "sg matmul: %ld operand casts skipped, %ld fp32 outputs not stored\n", g_skipped, g_unstored);
     print_tuning();
 }
+
+static int keep_on(void);
+extern "C" int sg_keep_copies(void) { return keep_on(); }
 
 static int keep_on(void) {
     if (g_keep < 0) {

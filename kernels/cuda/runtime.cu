@@ -94,11 +94,17 @@ extern "C" void *op_alloc(size_t bytes) {
     return p;
 }
 
+static unsigned long g_frees;
+extern "C" unsigned long sg_free_count(void) { return g_frees; }
+extern "C" void sg_count_free(void) { g_frees++; }
+
 extern "C" void op_free(void *p) {
     if (!p) return;
     CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
     CUDA_CHECK(cudaFree(p));
-    sg_matmul_forget(); /* the address may come back for another buffer */
+    /* the address may come back for another buffer */
+    sg_matmul_forget();
+    sg_count_free();
 }
 
 /* Host memory here is pageable, so the copies are staged by the driver;

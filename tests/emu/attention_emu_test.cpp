@@ -51,6 +51,8 @@ void cuda_op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
 long sg_matmul_casts_skipped(void); /* kernels/cuda/matmul.cu */
 long sg_matmul_stores_skipped(void);
 void sg_matmul_forget(void);
+long sg_attn_packs_reused(void); /* kernels/cuda/attention_pack.cu */
+void sg_count_free(void);         /* what op_free does to that table */
 void cuda_op_matmul_only(const real *buf, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
 }
@@ -148,8 +150,14 @@ static void test_attention(const AttnCase &c) {
     /* The host buffers here come and go without op_free, so an address may
      * still name an earlier case's kept copy: forgotten, as op_free would */
     sg_matmul_forget();
+    const bool mma_tiles = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
+    const long reused = sg_attn_packs_reused();
     cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
                           dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+    /* the mma backward takes its forward's packed Q, K, V (attention_pack.cu) */
+    CHECK(sg_attn_packs_reused() - reused == (mma_tiles ? 1 : 0),
+          "%s: the backward took %ld kept packs, want %d", g_tag.c_str(), sg_attn_packs_reused() - reused,
+          mma_tiles ? 1 : 0);
     if (!c.vsep && !c.pad) {
         /* dq, dk, dv fill one [rows, 3C] gradient, the qkv matmul's dout:
          * the mma kernels also wrote its bf16 twin, which the matmul
@@ -197,7 +205,27 @@ static void test_attention(const AttnCase &c) {
             cuda_op_matmul_only_end(dq2.p(), sizeof(float) * nqkv);
         }
     }
-    if (!strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma") && d <= 64) {
+    if (mma_tiles) {
+        /* After an op_free (an address may come back for another buffer)
+         * the kept pack is not taken: the backward packs Q, K and V again,
+         * and gives the same bits. */
+        const long r0 = sg_attn_packs_reused();
+        sg_count_free();
+        Buf dqkv3(nqkv), dvb3(c.vsep ? nv : 0), ds3 = dsink0, dlb3(nl);
+        sg_matmul_forget();
+        cuda_op_attention_bwd(dqkv3.p(), dqkv3.p() + C, c.vsep ? dvb3.p() : dqkv3.p() + 2 * C,
+                              want_ds ? ds3.p() : nullptr, c.logbias ? dlb3.p() : nullptr, dout.p(), qkv.p(),
+                              qkv.p() + C, v, o.p(), lse.p(), &a);
+        CHECK(sg_attn_packs_reused() == r0, "%s: a kept pack was taken after an op_free", g_tag.c_str());
+        CHECK(!memcmp(dqkv3.p(), dqkv.p(), sizeof(float) * nqkv) &&
+                  (!c.vsep || !memcmp(dvb3.p(), dvb.p(), sizeof(float) * nv)) &&
+                  !memcmp(ds3.p(), ds.p(), sizeof(float) * H) &&
+                  (!c.logbias || !memcmp(dlb3.p(), dlb.p(), sizeof(float) * nl)),
+              "%s: the backward with Q, K, V packed again differs from the one with the forward's packs",
+              g_tag.c_str());
+        for (const Buf *bb : {&dqkv3, &dvb3, &ds3, &dlb3}) intact("outputs", *bb);
+    }
+    if (mma_tiles && d <= 64) {
         /* the backward with the other SG_ATTN_WARP_ROWS: every output bitwise */
         const char *was = getenv("SG_ATTN_WARP_ROWS");
         const std::string keep = was ? was : "";

@@ -24,6 +24,7 @@ extern "C" void op_free(void *p) {
     if (!p) return;
     CUDA_CHECK(cudaFree(p));
     sg_matmul_forget();
+    sg_count_free();
 }
 extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));

@@ -247,6 +247,11 @@ void sg_cuda_fail(const char *file, int line, const char *call, const char *why)
  * stream here, and not op_download, as runtime.cu.) */
 static unsigned long g_seq;
 unsigned long sg_stream_seq(void) { return g_seq; }
+
+/* op_free's count (cuda_common.h); emu_memory.cpp's op_free moves it */
+static unsigned long g_frees;
+unsigned long sg_free_count(void) { return g_frees; }
+void sg_count_free(void) { g_frees++; }
 cudaStream_t sg_stream(void) {
     g_seq++;
     return nullptr;
