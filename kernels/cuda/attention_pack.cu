@@ -8,7 +8,9 @@
  * 1.4 GB a step.  So the forward packs into a buffer of its own, kept per
  * (q, k, v, shape), and the backward packs only dO.  The cost is memory:
  * 3 B H Tp DP bf16 a layer, 38 MB at the 124M tier's micro-batch (0.45 GB
- * for its 12 layers), 1.2 GB at 350M.
+ * for its 12 layers), 1.2 GB at 350M.  An entry from before the last
+ * op_free is never taken again, so its buffer serves the next forward that
+ * needs one: the packs held are those of the tensors live since then.
  *
  * When a kept pack is used.  Only by an mma backward whose q, k, v and
  * shape are those of the last mma forward that kept it, with no op_free
@@ -115,9 +117,9 @@ void attn_pack_drop(const real *q, const real *k, const real *v, const AttnArgs 
 sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnArgs *a, const AttnGeom &g) {
     const size_t n = 3 * attn_pack_elems(g);
     KeptPack *e = pack_find(q, k, v, a);
-    if (!e) { /* a free entry, else the least recently used */
+    if (!e) { /* a free entry (or one from before an op_free: never taken again), else the least recently used */
         for (int i = 0; i < PACKS_KEPT && !e; i++)
-            if (!g_packs[i].q) e = &g_packs[i];
+            if (!g_packs[i].q || g_packs[i].frees != sg_free_count()) e = &g_packs[i];
         if (!e) {
             e = &g_packs[0];
             for (int i = 1; i < PACKS_KEPT; i++)

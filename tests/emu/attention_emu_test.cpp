@@ -85,6 +85,21 @@ static void nan_pad(Buf &b, long rows, int stride, int from) {
         for (int e = from; e < stride; e++) b[r * stride + e] = nan_fill();
 }
 
+/* f() with SG_ATTN_WARP_ROWS at the choice it does not hold now (the mma
+ * forward's and dQ kernel's rows a warp, attention_fwd_mma.cu); gives the
+ * rows f ran with, the other's being 48 minus them */
+template <class F>
+static int with_other_rows(F &&f) {
+    const char *was = getenv("SG_ATTN_WARP_ROWS");
+    const std::string keep = was ? was : "";
+    const int other = keep == "16" ? 32 : 16;
+    setenv("SG_ATTN_WARP_ROWS", other == 16 ? "16" : "32", 1);
+    f();
+    if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
+    else unsetenv("SG_ATTN_WARP_ROWS");
+    return other;
+}
+
 static void test_attention(const AttnCase &c) {
     const int B = c.B, T = c.T, H = c.H, d = c.d, C = H * d, qs = 3 * C + c.pad, vs = c.vsep ? C + c.pad : qs,
               os = C + c.pad;
@@ -121,22 +136,18 @@ static void test_attention(const AttnCase &c) {
               "%s: the projection through o's twin differs from the cast's bits", g_tag.c_str());
     }
 
-    if (!strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma") && d <= 64) {
+    const bool mma_tiles = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
+    if (mma_tiles && d <= 64) {
         /* The mma forward and dQ kernels give a warp one or two 16-row
-         * m-tiles (SG_ATTN_WARP_ROWS; attention_fwd_mma.cu): every row sees
-         * the same instructions either way, so the bits must be the same.
-         * (The dQ kernel is compared below, with the backward.) */
-        const char *was = getenv("SG_ATTN_WARP_ROWS");
-        const std::string keep = was ? was : "";
-        const bool two = keep != "16";
-        setenv("SG_ATTN_WARP_ROWS", two ? "16" : "32", 1);
+         * m-tiles: every row sees the same instructions either way, so the
+         * bits must be the same.  (The dQ kernel is compared below, with
+         * the backward.) */
         Buf o2(no), lse2(nl);
-        cuda_op_attention_fwd(o2.p(), lse2.p(), qkv.p(), qkv.p() + C, v, &a);
-        if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
-        else unsetenv("SG_ATTN_WARP_ROWS");
+        const int rows_ran =
+            with_other_rows([&] { cuda_op_attention_fwd(o2.p(), lse2.p(), qkv.p(), qkv.p() + C, v, &a); });
         CHECK(!memcmp(o2.p(), o.p(), sizeof(float) * no) && !memcmp(lse2.p(), lse.p(), sizeof(float) * nl),
-              "%s: the mma forward with %d rows a warp differs from %d rows a warp", g_tag.c_str(), two ? 16 : 32,
-              two ? 32 : 16);
+              "%s: the mma forward with %d rows a warp differs from %d rows a warp", g_tag.c_str(), rows_ran,
+              48 - rows_ran);
         intact("outputs", o2), intact("outputs", lse2);
     }
 
@@ -150,7 +161,6 @@ static void test_attention(const AttnCase &c) {
     /* The host buffers here come and go without op_free, so an address may
      * still name an earlier case's kept copy: forgotten, as op_free would */
     sg_matmul_forget();
-    const bool mma_tiles = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
     const long reused = sg_attn_packs_reused();
     cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
                           dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
@@ -205,47 +215,29 @@ static void test_attention(const AttnCase &c) {
             cuda_op_matmul_only_end(dq2.p(), sizeof(float) * nqkv);
         }
     }
+    /* the backward again into fresh outputs, bitwise the first's */
+    auto bwd_again = [&](const char *how) {
+        Buf dq2(nqkv), dv2(c.vsep ? nv : 0), ds2 = dsink0, dlb2(nl);
+        sg_matmul_forget();
+        cuda_op_attention_bwd(dq2.p(), dq2.p() + C, c.vsep ? dv2.p() : dq2.p() + 2 * C, want_ds ? ds2.p() : nullptr,
+                              c.logbias ? dlb2.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+        CHECK(!memcmp(dq2.p(), dqkv.p(), sizeof(float) * nqkv) &&
+                  (!c.vsep || !memcmp(dv2.p(), dvb.p(), sizeof(float) * nv)) &&
+                  !memcmp(ds2.p(), ds.p(), sizeof(float) * H) &&
+                  (!c.logbias || !memcmp(dlb2.p(), dlb.p(), sizeof(float) * nl)),
+              "%s: the backward %s differs from the first", g_tag.c_str(), how);
+        for (const Buf *bb : {&dq2, &dv2, &ds2, &dlb2}) intact("outputs", *bb);
+    };
     if (mma_tiles) {
         /* After an op_free (an address may come back for another buffer)
          * the kept pack is not taken: the backward packs Q, K and V again,
          * and gives the same bits. */
         const long r0 = sg_attn_packs_reused();
         sg_count_free();
-        Buf dqkv3(nqkv), dvb3(c.vsep ? nv : 0), ds3 = dsink0, dlb3(nl);
-        sg_matmul_forget();
-        cuda_op_attention_bwd(dqkv3.p(), dqkv3.p() + C, c.vsep ? dvb3.p() : dqkv3.p() + 2 * C,
-                              want_ds ? ds3.p() : nullptr, c.logbias ? dlb3.p() : nullptr, dout.p(), qkv.p(),
-                              qkv.p() + C, v, o.p(), lse.p(), &a);
+        bwd_again("with Q, K, V packed again after an op_free");
         CHECK(sg_attn_packs_reused() == r0, "%s: a kept pack was taken after an op_free", g_tag.c_str());
-        CHECK(!memcmp(dqkv3.p(), dqkv.p(), sizeof(float) * nqkv) &&
-                  (!c.vsep || !memcmp(dvb3.p(), dvb.p(), sizeof(float) * nv)) &&
-                  !memcmp(ds3.p(), ds.p(), sizeof(float) * H) &&
-                  (!c.logbias || !memcmp(dlb3.p(), dlb.p(), sizeof(float) * nl)),
-              "%s: the backward with Q, K, V packed again differs from the one with the forward's packs",
-              g_tag.c_str());
-        for (const Buf *bb : {&dqkv3, &dvb3, &ds3, &dlb3}) intact("outputs", *bb);
     }
-    if (mma_tiles && d <= 64) {
-        /* the backward with the other SG_ATTN_WARP_ROWS: every output bitwise */
-        const char *was = getenv("SG_ATTN_WARP_ROWS");
-        const std::string keep = was ? was : "";
-        const bool two = keep != "16";
-        setenv("SG_ATTN_WARP_ROWS", two ? "16" : "32", 1);
-        Buf dqkv2(nqkv), dvb2(c.vsep ? nv : 0), ds2 = dsink0, dlb2(nl);
-        sg_matmul_forget();
-        cuda_op_attention_bwd(dqkv2.p(), dqkv2.p() + C, c.vsep ? dvb2.p() : dqkv2.p() + 2 * C,
-                              want_ds ? ds2.p() : nullptr, c.logbias ? dlb2.p() : nullptr, dout.p(), qkv.p(),
-                              qkv.p() + C, v, o.p(), lse.p(), &a);
-        if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
-        else unsetenv("SG_ATTN_WARP_ROWS");
-        CHECK(!memcmp(dqkv2.p(), dqkv.p(), sizeof(float) * nqkv) &&
-                  (!c.vsep || !memcmp(dvb2.p(), dvb.p(), sizeof(float) * nv)) &&
-                  !memcmp(ds2.p(), ds.p(), sizeof(float) * H) &&
-                  (!c.logbias || !memcmp(dlb2.p(), dlb.p(), sizeof(float) * nl)),
-              "%s: the mma backward with %d rows a warp differs from %d rows a warp", g_tag.c_str(), two ? 16 : 32,
-              two ? 32 : 16);
-        for (const Buf *bb : {&dqkv2, &dvb2, &ds2, &dlb2}) intact("outputs", *bb);
-    }
+    if (mma_tiles && d <= 64) with_other_rows([&] { bwd_again("with the other SG_ATTN_WARP_ROWS"); });
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
     same("dv", strided(dvp, rows, C, vs, 0), strided(dv_rp, rows, C, vs, 0), g_bf16);
