@@ -22,12 +22,18 @@
  *
  * Precision.  By default the GEMMs read bf16 copies of x, wte and dlogits
  * (cast on the fly into scratch) and accumulate in fp32 (CUBLAS_COMPUTE_32F),
- * the paper's bf16 autocast; logits come out in fp32 and the softmax, loss
- * and dlogits are fp32 (the row sum of exponentials and the loss in double).
- * dlogits are rounded to bf16 once, as autocast's backward GEMMs see them.
+ * the paper's bf16 autocast.  The logits come out in bf16, as under
+ * autocast, where the LM head's output is bf16 and cross-entropy upcasts
+ * it: the softmax, the loss and the dlogits are computed in fp32 (the row
+ * sum of exponentials and the loss in double) from the bf16 logits, and
+ * the dlogits, rounded to bf16 once as autocast's backward GEMMs see them,
+ * overwrite the logits in place.  Against fp32 logits this halves the
+ * chunk's logits traffic (written by the GEMM, read by the softmax): at
+ * the 124M tier's micro-batch 1.65 GB a step less, at 10M (64 x 1024 rows,
+ * where the classifier is most of the work) 13 GB.
  * Built with -DSG_CLASSIFIER_FP32 the GEMMs read the fp32 tensors directly
- * (plain fp32 SGEMM, no TF32) and the dlogits overwrite the logits in place,
- * for comparisons with the CPU reference at fp32 tolerance.
+ * (plain fp32 SGEMM, no TF32) and the logits and dlogits are fp32, for
+ * comparisons with the CPU reference at fp32 tolerance.
  *
  * Determinism.  cuBLAS GEMMs give the same bits on every run on the same
  * GPU model and library (one stream, no atomics mode).  Each row's max and
@@ -46,7 +52,7 @@ extern "C" {
 
 #include <math.h>
 
-#define CLS_CHUNK 2048  /* rows per chunk: 2048 x 50304 fp32 logits = 412 MB */
+#define CLS_CHUNK 2048  /* rows per chunk: 2048 x 50304 bf16 logits = 206 MB */
 #define CLS_THREADS 512 /* threads per row of the softmax; a power of two (tree) */
 #define SUM_THREADS 1024
 
@@ -60,6 +66,8 @@ typedef __nv_bfloat16 gin_t;
 
 __device__ __forceinline__ void store_gin(float *p, float x) { *p = x; }
 __device__ __forceinline__ void store_gin(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ float load_gin(const float *p) { return *p; }
+__device__ __forceinline__ float load_gin(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 
 /* out[i] = in[i] for i < n, 0 for n <= i < n_out */
 __global__ void cast_kernel(gin_t *__restrict__ out, const float *__restrict__ in, long n, long n_out) {
@@ -79,10 +87,10 @@ __device__ __forceinline__ void lse_combine(float &m1, double &s1, float m2, dou
 /* One block per row i of the chunk.  z[i*ldz + j], j < V: the logits.
  * Writes rowloss[i] (double), losses[i] (if given) and, when dz is not NULL,
  * dz[i*ldz + j] for j < V, and 0 for V <= j < Vg (the padded columns the
- * GEMMs read); dz may be z itself: every element is read by the thread that
- * overwrites it, and z[y] is read before the first barrier. */
+ * GEMMs read); dz may be z itself (it is): every element is read by the
+ * thread that overwrites it, and z[y] is read before the first barrier. */
 __global__ void __launch_bounds__(CLS_THREADS)
-cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
+cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
                    float *__restrict__ losses, const int32_t *__restrict__ targets, int V, int Vg,
                    int ldz, float dscale) {
     __shared__ float m_sh[CLS_THREADS];
@@ -90,15 +98,15 @@ cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
     __shared__ float zy_sh;
     const int tid = threadIdx.x;
     const long i = blockIdx.x;
-    const float *zi = z + i * ldz;
+    const gin_t *zi = z + i * ldz;
     const int y = targets[i];
-    if (tid == 0) zy_sh = zi[y];
+    if (tid == 0) zy_sh = load_gin(zi + y);
 
     /* online max and sum of exponentials over this thread's columns: one
      * read of the row, one exp per element */
     float m = -INFINITY, s = 0.f;
     for (int j = tid; j < V; j += CLS_THREADS) {
-        const float v = zi[j];
+        const float v = load_gin(zi + j);
         if (v > m) {
             s = s * expf(m - v) + 1.f;
             m = v;
@@ -132,7 +140,7 @@ cls_softmax_kernel(const float *z, gin_t *dz, double *__restrict__ rowloss,
     const float f = (float)((double)dscale / S);
     gin_t *di = dz + i * ldz;
     for (int j = tid; j < V; j += CLS_THREADS) {
-        float e = expf(zi[j] - M) * f;
+        float e = expf(load_gin(zi + j) - M) * f;
         if (j == y) e -= dscale;
         store_gin(di + j, e);
     }
@@ -155,12 +163,14 @@ sum_double_kernel(double *__restrict__ out, const double *__restrict__ x, int n)
     if (threadIdx.x == 0) *out = sh[0];
 }
 
-/* column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, fp32 accumulate and output */
+/* column-major C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, fp32 accumulate;
+ * C fp32, or (ctype GIN_TYPE, the logits) the GEMMs' input type */
 static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const gin_t *A,
-                 int lda, const gin_t *B, int ldb, float beta, float *Cm, int ldc) {
+                 int lda, const gin_t *B, int ldb, float beta, void *Cm, int ldc,
+                 cudaDataType ctype = CUDA_R_32F) {
     const float alpha = 1.f;
     CUBLAS_CHECK(cublasGemmEx(sg_cublas(), ta, tb, m, n, k, &alpha, A, GIN_TYPE, lda, B, GIN_TYPE,
-                              ldb, &beta, Cm, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              ldb, &beta, Cm, ctype, ldc, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
 }
 
@@ -202,14 +212,14 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
     const int grad = dx || dwte;
     const int chunk = N < CLS_CHUNK ? N : CLS_CHUNK;
 
-    /* SCRATCH_CLASSIFIER, carved: logits chunk, rows' losses, the total
-     * and (bf16 build) the dlogits chunk and the bf16 copies of wte and x */
-    const size_t zb = align256(sizeof(float) * (size_t)chunk * Vp);
+    /* SCRATCH_CLASSIFIER, carved: the logits chunk (then its dlogits, in
+     * place), rows' losses, the total and (bf16 build) the bf16 copies of
+     * wte and x */
+    const size_t zb = align256(sizeof(gin_t) * (size_t)chunk * Vp);
     const size_t lb = align256(sizeof(double) * (size_t)N);
 #ifdef SG_CLASSIFIER_FP32
-    const size_t db = 0, wb = 0, xb = 0;
+    const size_t wb = 0, xb = 0;
 #else
-    const size_t db = grad ? align256(sizeof(gin_t) * (size_t)chunk * Vp) : 0;
     const size_t wb = align256(sizeof(gin_t) * (size_t)Vp * C);
     const size_t xb = align256(sizeof(gin_t) * (size_t)chunk * C);
 #endif
@@ -218,26 +228,19 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
 #else
     const int Vg = Vp;
 #endif
-    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, zb + lb + 256 + db + wb + xb);
-    float *z = (float *)s;
+    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, zb + lb + 256 + wb + xb);
+    gin_t *z = (gin_t *)s;
     double *rowloss = (double *)(s + zb);
     double *total = (double *)(s + zb + lb);
-    gin_t *dz = NULL;
-    if (grad) {
-#ifdef SG_CLASSIFIER_FP32
-        dz = z; /* dlogits overwrite the logits */
-#else
-        dz = (gin_t *)(s + zb + lb + 256);
-#endif
-    }
-    gin_t *wbuf = (gin_t *)(s + zb + lb + 256 + db);
-    gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + db + wb);
+    gin_t *dz = grad ? z : NULL; /* dlogits overwrite the logits */
+    gin_t *wbuf = (gin_t *)(s + zb + lb + 256);
+    gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + wb);
 
     const gin_t *w = gemm_input(wbuf, wte, (long)V * C, (long)Vg * C);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int n = N - r0 < chunk ? N - r0 : chunk;
         const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C, (long)n * C);
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vg, n, C, w, C, xc, C, 0.f, z, Vp);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vg, n, C, w, C, xc, C, 0.f, z, Vp, GIN_TYPE);
         cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
                                                       targets + r0, V, Vg, Vp, dscale);
         CUDA_LAUNCHED();

@@ -60,10 +60,13 @@ static cublasStatus_t check_args(cublasHandle_t handle, cublasOperation_t transa
 }
 
 /* CUBLAS_COMPUTE_32F takes A and B of one type; of its combinations the
- * emulator has fp32 and bf16 operands with an fp32 C. */
+ * emulator has fp32 and bf16 operands with an fp32 C, and bf16 operands
+ * with a bf16 C (cuBLAS rounds the fp32 result to nearest even; the
+ * emulator's C of that type is only written: beta 0, as the classifier's
+ * logits). */
 static cublasStatus_t check_types(cudaDataType at, cudaDataType bt, cudaDataType ct, cublasComputeType_t compute) {
     if (compute != CUBLAS_COMPUTE_32F || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
-    if (!emu::gemm_reads(at) || ct != CUDA_R_32F) {
+    if (!emu::gemm_reads(at) || (ct != CUDA_R_32F && !(ct == CUDA_R_16BF && at == CUDA_R_16BF))) {
         fprintf(stderr, "emu cuBLAS: operand types %d, %d -> %d are not emulated\n", (int)at, (int)bt, (int)ct);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
@@ -77,6 +80,19 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     cublasStatus_t s = check_args(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
     if (s == CUBLAS_STATUS_SUCCESS) s = check_types(Atype, Btype, Ctype, computeType);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (Ctype == CUDA_R_16BF) {
+        if (*(const float *)beta != 0.f) {
+            fprintf(stderr, "emu cuBLAS: a bf16 C is only written (beta 0)\n");
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        std::vector<float> t((size_t)m * n);
+        emu::gemm(transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *(const float *)alpha, {A, Atype, lda},
+                  {B, Btype, ldb}, 0.f, nullptr, m, t.data(), m);
+        __nv_bfloat16 *c = static_cast<__nv_bfloat16 *>(C);
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) c[(long)j * ldc + i] = __float2bfloat16_rn(t[(size_t)j * m + i]);
+        return CUBLAS_STATUS_SUCCESS;
+    }
     emu::gemm(transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *(const float *)alpha, {A, Atype, lda},
               {B, Btype, ldb}, *(const float *)beta, (const float *)C, ldc, (float *)C, ldc);
     return CUBLAS_STATUS_SUCCESS;
