@@ -398,21 +398,13 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
                                                                        a->logbias, tk, tv, g);
     CUDA_LAUNCHED();
-    /* two m-tiles a warp where they fit (d <= 64), unless SG_ATTN_WARP_ROWS=16 */
-    auto dq_launch = [&](auto mt) {
+    attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
         attn_smem_attr(attn_bwd_dq_mma_kernel<DP, MT>, smem);
         attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D,
                                                                                     a->logbias, twin, g);
         CUDA_LAUNCHED();
-    };
-    if constexpr (DP <= 64) {
-        if (attn_warp_rows() != 16) {
-            dq_launch(std::integral_constant<int, 2>());
-            return;
-        }
-    }
-    dq_launch(std::integral_constant<int, 1>());
+    });
 }
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,

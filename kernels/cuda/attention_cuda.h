@@ -286,6 +286,20 @@ bool attn_use_mma(void);
  * d <= 64, else 16).  For the benchmarks' comparison; d = 128 always
  * takes 16. */
 int attn_warp_rows(void);
+/* f(std::integral_constant<int, MT>()) for the m-tiles a warp of the mma
+ * forward and dQ kernels owns at padded head dim DP: 2 where they fit
+ * (DP <= 64) unless SG_ATTN_WARP_ROWS=16, else 1 (MT = 2 is never
+ * instantiated at DP = 128, where it would spill). */
+template <int DP, class F>
+static inline void attn_by_mtiles(F &&f) {
+    if constexpr (DP <= 64) {
+        if (attn_warp_rows() != 16) {
+            f(std::integral_constant<int, 2>());
+            return;
+        }
+    }
+    f(std::integral_constant<int, 1>());
+}
 /* pack: scratch for 3 (forward) or 4 (backward) packed tensors of
  * attn_pack_elems(g) elements, 256-byte aligned; twin: out's bf16 twin or
  * null (attn_twin_begin) */

@@ -293,16 +293,8 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
                   const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin) {
     const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
     attn_pack(pack, 3, src, g);
-    /* two m-tiles a warp where they fit (d <= 64), unless SG_ATTN_WARP_ROWS=16 */
-    const bool two = attn_warp_rows() != 16;
     attn_by_dpad(a->d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
-        if constexpr (DP <= 64) {
-            if (two) {
-                attn_fwd_mma_launch<DP, 2>(out, lse, pack, twin, a, g);
-                return;
-            }
-        }
-        attn_fwd_mma_launch<DP, 1>(out, lse, pack, twin, a, g);
+        attn_by_mtiles<DP>([&](auto mt) { attn_fwd_mma_launch<DP, decltype(mt)::value>(out, lse, pack, twin, a, g); });
     });
 }
