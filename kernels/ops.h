@@ -51,9 +51,19 @@ void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
  * that finds no fresh copy of a promised tensor stops the program rather
  * than read what was never stored.  The CPU backend ignores the promise. */
 void op_matmul_only(const real *buf, long n);
-/* Ends every promise on a tensor inside base[0, bytes); a buffer's owner
- * calls it before it frees the buffer or lays other tensors over it.
- * Until a promised tensor is written again, its values are unspecified. */
+/* A promise about buf[0, n), kept until op_matmul_only_end: it is
+ * written only by op_matmul_fwd (out) or op_matmul_bwd (dinp), and read
+ * only by op_gelu_fwd (inp) or op_gelu_bwd (inp, dout).  A backend may
+ * then store it rounded to bf16, as torch.autocast stores a linear layer's
+ * output and that output's gradient (the MLP's hidden pre-activation, and
+ * the gradient of GELU's output); GELU computes in fp32 from those
+ * values.  A promised tensor's bytes are the backend's: nothing else may
+ * read them.  The CPU backend ignores the promise. */
+void op_gelu_operand(const real *buf, long n);
+/* Ends every promise (of either kind) on a tensor inside base[0, bytes); a
+ * buffer's owner calls it before it frees the buffer or lays other tensors
+ * over it.  Until a promised tensor is written again, its values are
+ * unspecified. */
 void op_matmul_only_end(const void *base, size_t bytes);
 
 /* LayerNorm over the last dim, eps 1e-5.  b may be NULL (no bias).

@@ -3,7 +3,9 @@
  * x and its input gradient fc's dout, so both kernels also write the bf16
  * twin t of what they store (cuda_common.h, sg_twin_begin; NULL: none),
  * and store the fp32 value only when out (dinp) is not NULL: a tensor
- * promised to matmuls alone keeps only its twin (sg_twin_fp32). */
+ * promised to matmuls alone keeps only its twin (sg_twin_fp32).  GELU's
+ * inputs, fc's output and fc_proj's dinp, are in bf16 when the model
+ * promised them as GELU operands (op_gelu_operand, matmul.cu). */
 #include <math.h>
 #include <stdint.h>
 
@@ -29,34 +31,52 @@ __device__ __forceinline__ float gelu_df(float x, float dy) {
     return dy * (cdf + x * pdf);
 }
 
-__global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const float *inp, long n) {
+/* An operand element in fp32: from an fp32 tensor, or from a GELU operand
+ * stored in bf16 (ops.h, op_gelu_operand; sg_bf16_stored), as autocast's
+ * GELU reads a bf16 linear output and computes in fp32. */
+__device__ __forceinline__ float ld1(const float *p, long i) { return p[i]; }
+__device__ __forceinline__ float ld1(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
+/* four consecutive elements at p (16-byte aligned fp32, 8-byte bf16) */
+__device__ __forceinline__ float4 ldv4(const float *p) { return sg_ld4(p); }
+__device__ __forceinline__ float4 ldv4(const __nv_bfloat16 *p) {
+    const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
+    const __nv_bfloat162 lo = q[0], hi = q[1];
+    return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
+                       __bfloat162float(hi.y));
+}
+
+template <typename TI>
+__global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const TI *inp, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float y = gelu_f(inp[i]);
+        float y = gelu_f(ld1(inp, i));
         if (out) out[i] = y;
         if (t) t[i] = sg_cast_bf16(y);
     }
 }
-__global__ void gelu_fwd4_k(float *out, __nv_bfloat16 *t, const float *inp, long n4) {
+template <typename TI>
+__global__ void gelu_fwd4_k(float *out, __nv_bfloat16 *t, const TI *inp, long n4) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
-    const float4 x = sg_ld4(inp + 4 * i);
+    const float4 x = ldv4(inp + 4 * i);
     const float4 y = make_float4(gelu_f(x.x), gelu_f(x.y), gelu_f(x.z), gelu_f(x.w));
     if (out) sg_st4(out + 4 * i, y);
     if (t) sg_st_bf16x4(t + 4 * i, y);
 }
-__global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const float *inp, const float *dout, long n) {
+template <typename TI, typename TD>
+__global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float dx = gelu_df(inp[i], dout[i]);
+        float dx = gelu_df(ld1(inp, i), ld1(dout, i));
         if (dinp) dinp[i] = dx;
         if (t) t[i] = sg_cast_bf16(dx);
     }
 }
-__global__ void gelu_bwd4_k(float *dinp, __nv_bfloat16 *t, const float *inp, const float *dout, long n4) {
+template <typename TI, typename TD>
+__global__ void gelu_bwd4_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n4) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
-    const float4 x = sg_ld4(inp + 4 * i), dy = sg_ld4(dout + 4 * i);
+    const float4 x = ldv4(inp + 4 * i), dy = ldv4(dout + 4 * i);
     const float4 dx = make_float4(gelu_df(x.x, dy.x), gelu_df(x.y, dy.y), gelu_df(x.z, dy.z), gelu_df(x.w, dy.w));
     if (dinp) sg_st4(dinp + 4 * i, dx);
     if (t) sg_st_bf16x4(t + 4 * i, dx);
@@ -73,10 +93,8 @@ static long vec_groups(long n, std::initializer_list<const void *> ps) {
     return n / 4;
 }
 
-extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
-    if (n <= 0) return;
-    __nv_bfloat16 *t = sg_twin_begin(out, n);
-    float *o = t ? sg_twin_fp32(out, n) : out;
+template <typename TI>
+static void gelu_fwd(float *o, __nv_bfloat16 *t, const TI *inp, long n) {
     const long n4 = vec_groups(n, {o, inp, t}), k = 4 * n4;
     if (n4) {
         gelu_fwd4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(o, t, inp, n4);
@@ -87,12 +105,19 @@ extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
                                                                           n - k);
         CUDA_LAUNCHED();
     }
+}
+extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
+    if (n <= 0) return;
+    __nv_bfloat16 *t = sg_twin_begin(out, n);
+    float *o = t ? sg_twin_fp32(out, n) : out;
+    const __nv_bfloat16 *ib = sg_bf16_stored(inp, n);
+    if (ib) gelu_fwd(o, t, ib, n);
+    else gelu_fwd(o, t, inp, n);
     if (t) sg_twin_written(out, n);
 }
-extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
-    if (n <= 0) return;
-    __nv_bfloat16 *t = sg_twin_begin(dinp, n);
-    float *d = t ? sg_twin_fp32(dinp, n) : dinp;
+
+template <typename TI, typename TD>
+static void gelu_bwd(float *d, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
     const long n4 = vec_groups(n, {d, inp, dout, t}), k = 4 * n4;
     if (n4) {
         gelu_bwd4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n4);
@@ -103,6 +128,17 @@ extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long 
                                                                           dout + k, n - k);
         CUDA_LAUNCHED();
     }
+}
+/* inp and dout each fp32 or, promised as GELU operands, bf16 */
+extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
+    if (n <= 0) return;
+    __nv_bfloat16 *t = sg_twin_begin(dinp, n);
+    float *d = t ? sg_twin_fp32(dinp, n) : dinp;
+    const __nv_bfloat16 *ib = sg_bf16_stored(inp, n), *db = sg_bf16_stored(dout, n);
+    if (ib && db) gelu_bwd(d, t, ib, db, n);
+    else if (ib) gelu_bwd(d, t, ib, dout, n);
+    else if (db) gelu_bwd(d, t, inp, db, n);
+    else gelu_bwd(d, t, inp, dout, n);
     if (t) sg_twin_written(dinp, n);
 }
 extern "C" void op_add(real *out, const real *a, const real *b, long n) {

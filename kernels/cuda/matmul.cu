@@ -64,6 +64,22 @@
  * reader that broke the promise shows up in the results (the emulated
  * tests run with it); SG_MATMUL_STATS=1 prints the counts at exit.
  *
+ * bf16-stored outputs.  A tensor promised as a GELU operand (ops.h,
+ * op_gelu_operand: the MLP's hidden pre-activation, fc's output, and the
+ * gradient of GELU's output, fc_proj's dinp) is stored as torch.autocast
+ * stores a linear layer's output: rounded to bf16.  The product writes it
+ * with a bf16 D, cuBLASLt rounding its fp32 accumulator to nearest even,
+ * into the first half of the tensor's own bytes, and GELU reads it there
+ * (sg_bf16_stored) and computes in fp32.  That halves the bytes of the two
+ * largest activations a layer moves, N x 4C each, written once and read
+ * once (the gradient) or twice (the pre-activation, by both GELUs): at the
+ * 124M tier about 250 MB a layer, 3 GB a step, and it halves the memory
+ * the pre-activations hold for the backward.  Unlike a twin this changes
+ * the values (it is autocast's rounding, not fp32's), so it does not
+ * depend on SG_MATMUL_KEEP; SG_MLP_BF16=0 stores fp32 instead, for A/B
+ * comparisons.  Under SG_TWIN_POISON=1 the second half of such a tensor
+ * is filled with NaN, so that a reader of fp32 values shows.
+ *
  * SG_MATMUL_KEEP=0 turns kept copies, twins and twin-only outputs off
  * (every operand cast on every call, every output stored), and with them
  * the attention's kept packs (attention_pack.cu, sg_keep_copies).
@@ -87,7 +103,10 @@
  * algorithm, after tuning (an accumulating dW is read as C, never written,
  * while the candidates run).  Costs: a few dozen products per shape, once;
  * scratch outputs of the largest tuned product's size, two of them (at
- * 124M, 8192 x 3072 floats, 100 MB each), kept.  SG_MATMUL_STATS=1 prints
+ * 124M, 8192 x 3072 floats, 100 MB each), kept.  A product with a bf16
+ * output (a GELU operand) keeps the first choice: two sums in different
+ * orders usually round to the same bf16, so equal bits there would not
+ * show the same order.  SG_MATMUL_STATS=1 prints
  * each tuned shape's candidates, rejections and times at exit. */
 #include <stdint.h>
 #include <string.h>
@@ -146,12 +165,16 @@ static unsigned long g_kept_clock;
 static int g_keep = -1; /* SG_MATMUL_KEEP, read once */
 static long g_skipped; /* casts skipped: sg_matmul_casts_skipped */
 static long g_unstored; /* fp32 outputs not stored: sg_matmul_stores_skipped */
+static long g_bf16_out; /* outputs stored in bf16 (op_gelu_operand): sg_matmul_bf16_outputs */
 static int g_poison;    /* SG_TWIN_POISON=1 */
 
-/* op_matmul_only's promises, (address, count) as the table is keyed */
+/* The promises (address, count, as the table is keyed): op_matmul_only's,
+ * and op_gelu_operand's */
+enum { TO_MATMULS, TO_GELU };
 typedef struct {
     const float *p;
     long n;
+    int kind;
 } Promise;
 static Promise *g_promised;
 static int g_n_promised, g_cap_promised;
@@ -159,7 +182,8 @@ static int g_n_promised, g_cap_promised;
 static void print_tuning(void); /* below, with the plans */
 
 static void print_stats(void) {
-    fprintf(stderr, "sg matmul: %ld operand casts skipped, %ld fp32 outputs not stored\n", g_skipped, g_unstored);
+    fprintf(stderr, "sg matmul: %ld operand casts skipped, %ld fp32 outputs not stored, %ld outputs stored in bf16\n",
+            g_skipped, g_unstored, g_bf16_out);
     print_tuning();
 }
 
@@ -189,16 +213,45 @@ extern "C" void sg_matmul_forget(void) {
 extern "C" long sg_matmul_casts_skipped(void) { return g_skipped; }
 extern "C" long sg_matmul_stores_skipped(void) { return g_unstored; }
 
-extern "C" void op_matmul_only(const real *buf, long n) {
-    if (!buf || n <= 0 || !keep_on()) return; /* without twins every output is stored */
+extern "C" long sg_matmul_bf16_outputs(void) { return g_bf16_out; }
+
+/* SG_MLP_BF16: 1 (or unset) on, 0 off, -1 a bad value */
+static int mlp_bf16_env(void) {
+    const char *e = getenv("SG_MLP_BF16");
+    if (!e || !*e || !strcmp(e, "1")) return 1;
+    return !strcmp(e, "0") ? 0 : -1;
+}
+#define MLP_BF16_ERROR \
+    "SG_MLP_BF16 must be \"1\" (or unset: the MLP's hidden activation and its gradient stored in bf16, as " \
+    "autocast) or \"0\" (stored in fp32)"
+
+/* A bad SG_MLP_BF16 stops the program as it loads, with the usage status,
+ * before a run directory exists (as a bad SG_ATTN does). */
+__attribute__((constructor)) static void mlp_bf16_check_env(void) {
+    if (mlp_bf16_env() >= 0) return;
+    fprintf(stderr, "%s: " MLP_BF16_ERROR "\n", getenv("SG_MLP_BF16"));
+    exit(2);
+}
+
+static void promise(const real *buf, long n, int kind) {
     if (g_n_promised == g_cap_promised) {
         int cap = g_cap_promised ? 2 * g_cap_promised : 64;
         Promise *p = (Promise *)realloc(g_promised, (size_t)cap * sizeof *p);
-        if (!p) return; /* no room to remember it: the tensor is stored as before */
+        if (!p) return; /* no room to remember it: the tensor is stored in fp32 as before */
         g_promised = p, g_cap_promised = cap;
     }
-    g_promised[g_n_promised].p = buf, g_promised[g_n_promised].n = n;
+    g_promised[g_n_promised].p = buf, g_promised[g_n_promised].n = n, g_promised[g_n_promised].kind = kind;
     g_n_promised++;
+}
+
+extern "C" void op_matmul_only(const real *buf, long n) {
+    if (!buf || n <= 0 || !keep_on()) return; /* without twins every output is stored */
+    promise(buf, n, TO_MATMULS);
+}
+
+extern "C" void op_gelu_operand(const real *buf, long n) {
+    if (!buf || n <= 0 || mlp_bf16_env() != 1) return;
+    promise(buf, n, TO_GELU);
 }
 
 /* The pinned twins of the tensors whose promise ends are dropped with it:
@@ -217,10 +270,17 @@ extern "C" void op_matmul_only_end(const void *base, size_t bytes) {
     }
 }
 
-static int promised(const float *p, long n) {
+static int promised(const float *p, long n, int kind) {
     for (int i = 0; i < g_n_promised; i++)
-        if (g_promised[i].p == p && g_promised[i].n == n) return 1;
+        if (g_promised[i].p == p && g_promised[i].n == n && g_promised[i].kind == kind) return 1;
     return 0;
+}
+
+/* A GELU operand's bf16 values, which live in its own first 2n bytes.
+ * The promise says that only a matmul writes it, always with those bf16
+ * values (op_matmul_fwd's out, op_matmul_bwd's dinp, both overwritten). */
+extern "C" const __nv_bfloat16 *sg_bf16_stored(const float *p, long n) {
+    return p && n > 0 && promised(p, n, TO_GELU) ? (const __nv_bfloat16 *)p : NULL;
 }
 
 static Kept *kept_find(const float *src, long n) {
@@ -231,6 +291,14 @@ static Kept *kept_find(const float *src, long n) {
 
 /* A matmul needs the fp32 values of src[0, n); stops if they were never stored. */
 static void need_fp32(const float *src, long n, const char *role) {
+    if (sg_bf16_stored(src, n)) {
+        char why[320];
+        snprintf(why, sizeof why,
+                 "%s (%ld elements) was promised to GELU alone (op_gelu_operand), so it holds bf16 values, not "
+                 "the fp32 a matmul reads: the promise was broken",
+                 role, n);
+        sg_cuda_fail(__FILE__, __LINE__, "op_gelu_operand", why);
+    }
     const Kept *k = kept_find(src, n);
     if (k && k->only) {
         char why[320];
@@ -346,7 +414,7 @@ extern "C" void sg_twin_none(const float *out, long n) {
 
 extern "C" float *sg_twin_fp32(float *out, long n) {
     Kept *k = kept_find(out, n);
-    if (!k || !promised(out, n)) return out;
+    if (!k || !promised(out, n, TO_MATMULS)) return out;
     k->only = 1;
     g_unstored++;
     if (g_poison) CUDA_CHECK(cudaMemsetAsync(out, 0xff, (size_t)n * sizeof *out, sg_stream())); /* NaN */
@@ -355,6 +423,7 @@ extern "C" float *sg_twin_fp32(float *out, long n) {
 
 typedef struct {
     int m, n, k, ta, tb, lda, ldb, ldc, accumulate;
+    int out_bf16; /* C and D bf16 (a GELU operand, never accumulated into), else fp32 */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t first; /* the heuristic's first choice: what every untuned call runs */
@@ -383,11 +452,12 @@ static cublasLtMatmulPreference_t preference(void) {
     return pref;
 }
 
-static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int ldc, int accumulate) {
+static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int ldc, int accumulate,
+                      int out_bf16) {
     for (int i = 0; i < CACHE; i++) {
         Plan *p = &g_plans[i];
         if (p->used && p->m == m && p->n == n && p->k == k && p->ta == ta && p->tb == tb && p->lda == lda &&
-            p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate)
+            p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate && p->out_bf16 == out_bf16)
             return p;
     }
     Plan *p = NULL;
@@ -402,7 +472,7 @@ static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int
     }
     memset(p, 0, sizeof *p);
     p->m = m, p->n = n, p->k = k, p->ta = ta, p->tb = tb, p->lda = lda, p->ldb = ldb, p->ldc = ldc;
-    p->accumulate = accumulate;
+    p->accumulate = accumulate, p->out_bf16 = out_bf16;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -410,7 +480,7 @@ static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int
     /* stored shapes (column-major rows x cols) */
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, m, n, ldc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, out_bf16 ? CUDA_R_16BF : CUDA_R_32F, m, n, ldc));
     cublasLtMatmulPreference_t pref = preference();
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
@@ -422,9 +492,10 @@ static Plan *plan_for(int m, int n, int k, int ta, int tb, int lda, int ldb, int
     return p;
 }
 
-/* D = op(A) op(B) + beta C with the plan's layouts (C and D alike) */
+/* D = op(A) op(B) + beta C with the plan's layouts (C and D alike, of the
+ * plan's output type) */
 static void lt_matmul(const Plan *p, const cublasLtMatmulAlgo_t *algo, float beta, const __nv_bfloat16 *a,
-                      const __nv_bfloat16 *b, const float *c, float *d, void *ws) {
+                      const __nv_bfloat16 *b, const void *c, void *d, void *ws) {
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(sg_cublaslt(), p->op, &alpha, a, p->a, b, p->b, &beta, c, p->c, d, p->c, algo, ws,
                                 WORKSPACE, sg_stream()));
@@ -468,11 +539,12 @@ static int tune_on(void) {
  * the first choice. */
 extern "C" void sg_matmul_set_tune(int on) { g_tune = on != 0; }
 
-/* Per block, how many 32-bit words of x and y differ in rows [0, rows) of
- * cols columns (leading dimension ld); the host adds the blocks' counts.
- * No atomics: the emulator has none, and this runs once per shape. */
-__global__ void count_diff_k(unsigned long long *part, const unsigned *x, const unsigned *y, long rows, long cols,
-                             long ld) {
+/* Per block, how many elements (W: their words, fp32 or bf16) of x and y
+ * differ in rows [0, rows) of cols columns (leading dimension ld); the host
+ * adds the blocks' counts.  No atomics: the emulator has none, and this
+ * runs once per shape. */
+template <typename W>
+__global__ void count_diff_k(unsigned long long *part, const W *x, const W *y, long rows, long cols, long ld) {
     __shared__ unsigned long long s[THREADS];
     unsigned long long c = 0;
     const long n = rows * cols, stride = (long)gridDim.x * blockDim.x;
@@ -489,13 +561,17 @@ __global__ void count_diff_k(unsigned long long *part, const unsigned *x, const 
     if (threadIdx.x == 0) part[blockIdx.x] = s[0];
 }
 
-/* the words in which two of the plan's outputs differ; part: DIFF_BLOCKS counts of scratch */
-static unsigned long long count_diff(const Plan *p, const float *x, const float *y, unsigned long long *part) {
+/* the elements in which two of the plan's outputs differ; part: DIFF_BLOCKS counts of scratch */
+static unsigned long long count_diff(const Plan *p, const void *x, const void *y, unsigned long long *part) {
     const long n = (long)p->m * p->n;
     if (n <= 0) return 0;
     const unsigned blocks = n < (long)DIFF_BLOCKS * THREADS ? sg_blocks(n, THREADS) : (unsigned)DIFF_BLOCKS;
-    count_diff_k<<<blocks, THREADS, 0, sg_stream()>>>(part, (const unsigned *)x, (const unsigned *)y, p->m, p->n,
-                                                       p->ldc);
+    if (p->out_bf16)
+        count_diff_k<<<blocks, THREADS, 0, sg_stream()>>>(part, (const unsigned short *)x, (const unsigned short *)y,
+                                                           p->m, p->n, p->ldc);
+    else
+        count_diff_k<<<blocks, THREADS, 0, sg_stream()>>>(part, (const unsigned *)x, (const unsigned *)y, p->m, p->n,
+                                                           p->ldc);
     CUDA_LAUNCHED();
     unsigned long long h[DIFF_BLOCKS], sum = 0;
     CUDA_CHECK(cudaMemcpyAsync(h, part, blocks * sizeof *h, cudaMemcpyDeviceToHost, sg_stream()));
@@ -506,7 +582,7 @@ static unsigned long long count_diff(const Plan *p, const float *x, const float 
 
 /* The median time of TUNE_REPS runs of one algorithm, in µs. */
 static float time_us(const Plan *p, const cublasLtMatmulAlgo_t *algo, float beta, const __nv_bfloat16 *a,
-                     const __nv_bfloat16 *b, const float *c, float *d, void *ws, cudaEvent_t ev[2]) {
+                     const __nv_bfloat16 *b, const void *c, void *d, void *ws, cudaEvent_t ev[2]) {
     float us[TUNE_REPS];
     for (int r = 0; r < TUNE_REPS; r++) {
         CUDA_CHECK(cudaEventRecord(ev[0], sg_stream()));
@@ -532,7 +608,7 @@ static float time_us(const Plan *p, const cublasLtMatmulAlgo_t *algo, float beta
  * gemm already moves the count (cublasLtMatmul on sg_stream()), so no stamp
  * made before a gemm was ever fresh after it; tuning only moves it more
  * within the same call. */
-static void tune(Plan *p, float *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, void *ws) {
+static void tune(Plan *p, void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, void *ws) {
     cublasLtMatmulHeuristicResult_t h[TUNE_CANDIDATES];
     int found = 0;
     cublasLtMatmulPreference_t pref = preference();
@@ -601,10 +677,11 @@ static void tune(Plan *p, float *d, const __nv_bfloat16 *a, const __nv_bfloat16 
 }
 
 static void print_tuning(void) {
-    int used = 0, tuned = 0;
+    int used = 0, tuned = 0, bf16 = 0;
     for (int i = 0; i < CACHE; i++) {
         const Plan *p = &g_plans[i];
-        used += p->used;
+        bf16 += p->used && p->out_bf16;
+        used += p->used && !p->out_bf16;
         if (!p->used || !p->tuned) continue;
         tuned++;
         fprintf(stderr,
@@ -612,16 +689,35 @@ static void print_tuning(void) {
                 "first %.1f us, chosen %.1f us\n",
                 p->m, p->n, p->k, p->ta, p->tb, p->accumulate, p->n_cand, p->n_rejected, p->first_us, p->chosen_us);
     }
-    if (g_tune == 1 || tuned) fprintf(stderr, "sg matmul tune: %d of %d shapes tuned\n", tuned, used);
+    if (g_tune == 1 || tuned) {
+        fprintf(stderr, "sg matmul tune: %d of %d shapes tuned\n", tuned, used);
+        if (bf16) fprintf(stderr, "sg matmul tune: %d shapes with bf16 outputs keep the first choice\n", bf16);
+    }
 }
 
-/* D[m,n] = alpha op(A) op(B) + beta D, column-major, bf16 operands, fp32 D. */
-static void gemm(float *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta, int tb,
-                 int lda, int ldb, int ldc, int accumulate) {
-    Plan *p = plan_for(m, n, k, ta, tb, lda, ldb, ldc, accumulate);
+/* D[m,n] = alpha op(A) op(B) + beta D, column-major, bf16 operands, D fp32
+ * or (out_bf16, not accumulating) bf16. */
+static void gemm(void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta, int tb,
+                 int lda, int ldb, int ldc, int accumulate, int out_bf16) {
+    Plan *p = plan_for(m, n, k, ta, tb, lda, ldb, ldc, accumulate, out_bf16);
     void *ws = sg_scratch(SCRATCH_LT_WORKSPACE, WORKSPACE);
-    if (tune_on() && !p->tuned) tune(p, d, a, b, ws);
-    lt_matmul(p, tune_on() ? &p->algo : &p->first, accumulate ? 1.0f : 0.0f, a, b, d, d, ws);
+    /* A bf16 output is not tuned: equal bf16 bits, unlike equal fp32 bits,
+     * would not show that a candidate sums in the first choice's order. */
+    const int tuned = tune_on() && !out_bf16;
+    if (tuned && !p->tuned) tune(p, d, a, b, ws);
+    lt_matmul(p, tuned ? &p->algo : &p->first, accumulate ? 1.0f : 0.0f, a, b, d, d, ws);
+}
+
+/* An output promised as a GELU operand is written in bf16 (the comment at
+ * the top); under SG_TWIN_POISON=1 the half of its bytes that no longer
+ * holds values becomes NaN. */
+static int bf16_output(const float *out, long n) {
+    if (!sg_bf16_stored(out, n)) return 0;
+    g_bf16_out++;
+    (void)keep_on(); /* reads SG_TWIN_POISON */
+    const size_t half = (size_t)n * sizeof(__nv_bfloat16), all = (size_t)n * sizeof(float);
+    if (g_poison && half < all) CUDA_CHECK(cudaMemsetAsync((char *)out + half, 0xff, all - half, sg_stream()));
+    return 1;
 }
 
 extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N) {
@@ -629,7 +725,7 @@ extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, 
     if (!x) x = as_bf16(SCRATCH_BF16_A, inp, (long)M * K);
     const __nv_bfloat16 *wb = keep_on() ? keep_weight(w, (long)N * K) : NULL;
     if (!wb) wb = as_bf16(SCRATCH_BF16_B, w, (long)N * K);
-    gemm(out, wb, x, N, M, K, 1, 0, K, K, N, 0);
+    gemm(out, wb, x, N, M, K, 1, 0, K, K, N, 0, bf16_output(out, (long)M * N));
 }
 
 extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp, const real *w, int M, int K,
@@ -649,10 +745,10 @@ extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real
     if (dinp) {
         const Kept *kw = keep_on() ? kept_find(w, (long)N * K) : NULL;
         const __nv_bfloat16 *wb = kw && kw->read ? kw->copy : as_bf16(SCRATCH_BF16_B, w, (long)N * K);
-        gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0);
+        gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0, bf16_output(dinp, (long)M * K));
     }
     if (dw) {
         const __nv_bfloat16 *x = k ? k->copy : as_bf16(SCRATCH_BF16_B, inp, (long)M * K);
-        gemm(dw, x, dy, K, N, M, 0, 1, K, N, K, 1);
+        gemm(dw, x, dy, K, N, M, 0, 1, K, N, K, 1, 0);
     }
 }

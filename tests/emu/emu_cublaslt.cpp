@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cublasLt.h"
+#include "cuda_bf16.h"
 #include "emu_gemm.h"
 
 struct emu_lt_desc {
@@ -105,6 +106,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 struct Problem {
     int m, n, k;
     bool ta, tb;
+    bool d_bf16; /* C and D bf16: D is the fp32 result rounded to nearest even; only written (beta 0) */
     const char *bad;
 };
 static Problem problem(const emu_lt_desc *op, const emu_lt_layout *a, const emu_lt_layout *b,
@@ -119,8 +121,11 @@ static Problem problem(const emu_lt_desc *op, const emu_lt_layout *a, const emu_
     for (const emu_lt_layout *l : {a, b, c, d})
         if (l->ld < (int64_t)(l->rows > 1 ? l->rows : 1)) return p.bad = "a leading dimension below the rows", p;
     if (m > 0x7fffffff || n > 0x7fffffff || k > 0x7fffffff) return p.bad = "a dimension over 2^31", p;
-    if (a->type != b->type || c->type != CUDA_R_32F || d->type != CUDA_R_32F)
-        return p.bad = "types: A and B must match, C and D be fp32 (the emulated combinations)", p;
+    if (a->type != b->type || c->type != d->type ||
+        (c->type != CUDA_R_32F && !(c->type == CUDA_R_16BF && a->type == CUDA_R_16BF)))
+        return p.bad = "types: A and B must match, C and D be fp32, or bf16 with bf16 A and B (the emulated "
+                       "combinations)", p;
+    p.d_bf16 = d->type == CUDA_R_16BF;
     p.m = (int)m, p.n = (int)n, p.k = (int)k;
     return p;
 }
@@ -234,9 +239,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t comp
     if (C == D && (Cdesc->ld != Ddesc->ld || Cdesc->type != Ddesc->type))
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "in place (C == D) with different C and D layouts");
     if (algo->data[5]) memset(workspace, 0xff, algo->data[5]); /* the algorithm's scratch */
-    run_algo((int)algo->data[6], p, *(const float *)alpha, {A, Adesc->type, (long)Adesc->ld},
-             {B, Bdesc->type, (long)Bdesc->ld}, *(const float *)beta, (const float *)C, (long)Cdesc->ld, (float *)D,
-             (long)Ddesc->ld);
+    if (p.d_bf16) {
+        /* cuBLASLt's epilogue rounds the fp32 result, each algorithm's own, to bf16 */
+        if (*(const float *)beta != 0.f) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "a bf16 C is only written (beta 0)");
+        std::vector<float> t((size_t)p.m * p.n);
+        run_algo((int)algo->data[6], p, *(const float *)alpha, {A, Adesc->type, (long)Adesc->ld},
+                 {B, Bdesc->type, (long)Bdesc->ld}, 0.f, nullptr, p.m, t.data(), p.m);
+        __nv_bfloat16 *d = static_cast<__nv_bfloat16 *>(D);
+        for (int j = 0; j < p.n; j++)
+            for (int i = 0; i < p.m; i++) d[(long)j * Ddesc->ld + i] = __float2bfloat16_rn(t[(size_t)j * p.m + i]);
+    } else
+        run_algo((int)algo->data[6], p, *(const float *)alpha, {A, Adesc->type, (long)Adesc->ld},
+                 {B, Bdesc->type, (long)Bdesc->ld}, *(const float *)beta, (const float *)C, (long)Cdesc->ld,
+                 (float *)D, (long)Ddesc->ld);
     emu::device_extra_ms += ALGO_MS[algo->data[6]];
     return CUBLAS_STATUS_SUCCESS;
 }

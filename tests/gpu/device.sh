@@ -20,9 +20,11 @@
 # that setting, for a comparison within the same run (several: separated by
 # ';'); by default SG_ATTN=mma, the attention tiles that have not yet been
 # timed in whole training steps, that again without the matmuls' bf16
-# copies and twins (SG_MATMUL_KEEP=0), and with the matmuls' algorithms
-# tuned (SG_MATMUL_TUNE=1).  Each under AB_LIMIT_S (45 s; one took about
-# 25 s on the H200).  DEVICE_AB= turns it off.
+# copies and twins (SG_MATMUL_KEEP=0), with the matmuls' algorithms
+# tuned (SG_MATMUL_TUNE=1), and with the MLP's hidden activation and its
+# gradient stored in fp32 instead of bf16 (SG_MLP_BF16=0).  Each under
+# AB_LIMIT_S (35 s; one took about 25 s on the H200).  DEVICE_AB= turns it
+# off.
 #
 # --pack fetches the sanitizer with pip (nvidia-cuda-sanitizer-api, version
 # SANITIZER_WHEEL_VERSION, default 13.5.25), or takes the wheel
@@ -37,8 +39,8 @@
 # Time: one call may run 600 s.  The defaults keep to 575 s of limits:
 # test-gpu at most TEST_GPU_LIMIT_S=140 s (27 s on the H200), the sanitizer
 # SANITIZE_BUDGET_S=80 s (with 30 s of grace), the benchmarks
-# BENCH_GPU_BUDGET_S=190 s and three 45 s A/B runs; setting up and packing
-# take a few seconds more.
+# BENCH_GPU_BUDGET_S=190 s and four 35 s A/B runs (580 s); setting up and
+# packing take a few seconds more.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -115,14 +117,14 @@ OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-190} bash tests/gpu/
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
 # the same 124M steps with switches flipped: settings separated by ';', each
 # one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0")
-DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1}
+DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_MLP_BF16=0}
 n=0
 IFS=';' read -ra settings <<<"$DEVICE_AB"
 for setting in "${settings[@]}"; do
     [ -n "${setting// /}" ] || continue
     n=$((n + 1))
     # shellcheck disable=SC2086
-    env $setting timeout "${AB_LIMIT_S:-45}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
+    env $setting timeout "${AB_LIMIT_S:-35}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
         >/tmp/bench-gpu/ab$n.txt 2>&1
     echo "with $setting:"
     grep -A1 "^124M" /tmp/bench-gpu/ab$n.txt

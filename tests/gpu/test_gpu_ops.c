@@ -511,6 +511,175 @@ static int broken_promise(const char *how) {
     return 0;
 }
 
+/* ---- GELU operands stored in bf16 (ops.h, op_gelu_operand) ---------------
+ * The MLP's hidden pre-activation (fc's output) and the gradient of GELU's
+ * output (fc_proj's dinp) are promised to GELU alone, and the CUDA backend
+ * then stores them as autocast does: its matmul writes them in bf16, into
+ * the tensor's first 2n bytes, and GELU reads them there.  Shown here, for
+ * one MLP's forward and backward:
+ *   - the stored bf16 is the unpromised product rounded to nearest even
+ *     (bitwise in the emulator, whose cuBLASLt rounds the same fp32 result;
+ *     within one bf16 ulp on a device, whose bf16 and fp32 products may be
+ *     different algorithms), and the promise leaves dW's bits alone;
+ *   - GELU's forward and backward on the promised tensors give the bits of
+ *     the same ops on fp32 tensors holding those bf16 values, with either
+ *     or both backward inputs promised, and agree with the CPU op on them;
+ *   - under SG_TWIN_POISON=1 the other half of the tensor's bytes is NaN;
+ *   - once the promise ends the product stores fp32 again;
+ *   - with SG_MLP_BF16=0 the promise changes nothing: fp32, the same bits. */
+long sg_matmul_bf16_outputs(void); /* kernels/cuda/matmul.cu */
+
+static int mlp_bf16_on(void) {
+    const char *e = getenv("SG_MLP_BF16");
+    return !(e && e[0] == '0');
+}
+static int emulated(void) { return strstr(gpu_ops.backend(), "emulated") != NULL; }
+
+static float bf16_widen(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* round to nearest even, as __float2bfloat16 (finite x) */
+static float bf16_round(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    b &= 0xffff0000u;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+/* What a promised tensor holds, as fp32: its bf16 values widened (or its
+ * fp32 values, SG_MLP_BF16=0). */
+static real *operand_values(const real *d, long n) {
+    real *h = back(d, n);
+    if (!mlp_bf16_on()) return h;
+    real *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
+    const uint16_t *b = (const uint16_t *)h;
+    for (long i = 0; i < n; i++) v[i] = bf16_widen(b[i]);
+    free(h);
+    return v;
+}
+
+/* the promised tensor's values against the unpromised product's */
+static void operand_check(const char *what, const real *v, const real *ref_d, long n) {
+    real *r = back(ref_d, n);
+    long off = 0, far = 0;
+    for (long i = 0; i < n; i++) {
+        if (!mlp_bf16_on()) {
+            off += memcmp(v + i, r + i, sizeof *v) != 0;
+            continue;
+        }
+        off += v[i] != bf16_round(r[i]);
+        far += fabs((double)v[i] - r[i]) > ldexp(fabs((double)r[i]), -7) + 1e-30;
+    }
+    if (!mlp_bf16_on() || emulated())
+        CHECK(off == 0, "%s: %ld of %ld elements not the unpromised product's %s", what, off, n,
+              mlp_bf16_on() ? "rounded to bf16" : "bits");
+    else
+        CHECK(far == 0, "%s: %ld of %ld elements further than one bf16 ulp from the unpromised product (%ld not "
+              "its rounding)", what, far, n, off);
+    free(r);
+}
+
+static void test_gelu_operand(int M, int K, int F) {
+    const long nx = (long)M * K, n = (long)M * F;
+    real *x = host_rand(nx, 1), *w1 = host_rand((long)F * K, 0.3), *w2 = host_rand((long)K * F, 0.1);
+    real *dy = host_rand(nx, 1), *dw = host_rand((long)K * F, 0.01);
+    real *x_d = dev_of(x, nx), *w1_d = dev_of(w1, (long)F * K), *w2_d = dev_of(w2, (long)K * F),
+         *dy_d = dev_of(dy, nx);
+    real *h_p = gpu_ops.alloc(sizeof(real) * n), *h_r = gpu_ops.alloc(sizeof(real) * n),
+         *dg_p = gpu_ops.alloc(sizeof(real) * n), *dg_r = gpu_ops.alloc(sizeof(real) * n),
+         *g_p = gpu_ops.alloc(sizeof(real) * n), *g_r = gpu_ops.alloc(sizeof(real) * n),
+         *dw_p = dev_of(dw, (long)K * F), *dw_r = dev_of(dw, (long)K * F);
+    char what[160], part[200];
+    snprintf(what, sizeof what, "gelu operand %dx%dx%d%s", M, K, F, mlp_bf16_on() ? "" : ", SG_MLP_BF16=0");
+    op_gelu_operand(h_p, n);
+    op_gelu_operand(dg_p, n);
+    const long b0 = sg_matmul_bf16_outputs();
+    /* the forward: h = x W1^T, g = gelu(h) */
+    gpu_ops.matmul_fwd(h_p, x_d, w1_d, M, K, F);
+    gpu_ops.matmul_fwd(h_r, x_d, w1_d, M, K, F);
+    real *hv = operand_values(h_p, n);
+    snprintf(part, sizeof part, "%s, fc output", what);
+    operand_check(part, hv, h_r, n);
+    real *hv_d = dev_of(hv, n); /* fp32 tensor of the stored values: the reference's input */
+    gpu_ops.gelu_fwd(g_p, h_p, n);
+    gpu_ops.gelu_fwd(g_r, hv_d, n);
+    snprintf(part, sizeof part, "%s, gelu forward on the stored values", what);
+    twin_bits(part, g_p, g_r, n);
+    real *g = calloc((size_t)n, sizeof *g);
+    cpu_ops.gelu_fwd(g, hv, n);
+    snprintf(part, sizeof part, "%s, gelu forward against the CPU op", what);
+    same(part, g_p, g, n, 0);
+    /* the backward: dg = dy W2 (promised), dW2 += dy^T g, dh = gelu'(h) dg */
+    gpu_ops.matmul_bwd(dg_p, dw_p, dy_d, g_r, w2_d, M, F, K);
+    gpu_ops.matmul_bwd(dg_r, dw_r, dy_d, g_r, w2_d, M, F, K);
+    real *dgv = operand_values(dg_p, n);
+    snprintf(part, sizeof part, "%s, fc_proj dinp", what);
+    operand_check(part, dgv, dg_r, n);
+    snprintf(part, sizeof part, "%s, fc_proj dw beside a promised dinp", what);
+    twin_bits(part, dw_p, dw_r, (long)K * F);
+    real *dgv_d = dev_of(dgv, n), *dh[4], *dh_ref = gpu_ops.alloc(sizeof(real) * n);
+    gpu_ops.gelu_bwd(dh_ref, hv_d, dgv_d, n);
+    for (int c = 0; c < 4; c++) { /* c & 1: inp promised; c & 2: dout promised */
+        dh[c] = gpu_ops.alloc(sizeof(real) * n);
+        gpu_ops.gelu_bwd(dh[c], c & 1 ? h_p : hv_d, c & 2 ? dg_p : dgv_d, n);
+        snprintf(part, sizeof part, "%s, gelu backward (inp %s, dout %s)", what, c & 1 ? "promised" : "fp32",
+                 c & 2 ? "promised" : "fp32");
+        twin_bits(part, dh[c], dh_ref, n);
+    }
+    real *dh_cpu = calloc((size_t)n, sizeof *dh_cpu);
+    cpu_ops.gelu_bwd(dh_cpu, hv, dgv, n);
+    snprintf(part, sizeof part, "%s, gelu backward against the CPU op", what);
+    same(part, dh[3], dh_cpu, n, 0);
+    const long stored = sg_matmul_bf16_outputs() - b0;
+    CHECK(stored == 2 * mlp_bf16_on(), "%s: %ld outputs stored in bf16, want %d", what, stored, 2 * mlp_bf16_on());
+    if (mlp_bf16_on() && poison_on()) { /* bytes [2n, 4n): floats from (n + 1) / 2 on */
+        real *raw = back(h_p, n);
+        long bad = 0;
+        for (long i = (n + 1) / 2; i < n; i++) bad += !isnan(raw[i]);
+        CHECK(bad == 0, "%s: %ld fp32 words past the bf16 values not NaN under SG_TWIN_POISON=1", what, bad);
+        free(raw);
+    }
+    /* once the promise ends, the product stores fp32 again */
+    op_matmul_only_end(h_p, sizeof(real) * (size_t)n);
+    const long b1 = sg_matmul_bf16_outputs();
+    gpu_ops.matmul_fwd(h_p, x_d, w1_d, M, K, F);
+    CHECK(sg_matmul_bf16_outputs() == b1, "%s: an output stored in bf16 after the promise ended", what);
+    snprintf(part, sizeof part, "%s, fc output after the promise ended", what);
+    twin_bits(part, h_p, h_r, n);
+    op_matmul_only_end(dg_p, sizeof(real) * (size_t)n);
+    void *ds[] = {x_d, w1_d, w2_d, dy_d, h_p, h_r, dg_p, dg_r, g_p, g_r, dw_p, dw_r, hv_d, dgv_d, dh_ref,
+                  dh[0], dh[1], dh[2], dh[3]};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(w1), free(w2), free(dy), free(dw), free(hv), free(g), free(dgv), free(dh_cpu);
+}
+
+/* `test_gpu_ops broken-promise gelu`: a matmul reads a GELU operand as its
+ * x.  It holds bf16 values, so the matmul must stop the program (exit 1, a
+ * message naming op_gelu_operand); with SG_MLP_BF16=0 it goes on. */
+static int broken_gelu_promise(void) {
+    int M = 64, K = 32, F = 48;
+    real *x = host_rand((long)M * K, 1), *w1 = host_rand((long)F * K, 0.1), *w2 = host_rand((long)K * F, 0.1);
+    real *x_d = dev_of(x, (long)M * K), *w1_d = dev_of(w1, (long)F * K), *w2_d = dev_of(w2, (long)K * F);
+    real *h_d = gpu_ops.alloc(sizeof(real) * M * F), *o_d = gpu_ops.alloc(sizeof(real) * M * K);
+    op_gelu_operand(h_d, (long)M * F);
+    gpu_ops.matmul_fwd(h_d, x_d, w1_d, M, K, F);
+    gpu_ops.matmul_fwd(o_d, h_d, w2_d, M, F, K);
+    op_sync();
+    printf("broken promise (gelu): the matmul went on, %ld outputs were stored in bf16\n", sg_matmul_bf16_outputs());
+    return 0;
+}
+
+static void test_gelu_operands(void) {
+    test_gelu_operand(130, 64, 96);
+    test_gelu_operand(67, 48, 98); /* n % 4 = 2: GELU's scalar tail reads bf16 too */
+    test_gelu_operand(128, 384, 1536);
+}
+
 static void test_twins(void) {
     for (int producer = 0; producer < 3; producer++)
         for (int between = 0; between <= 6; between++) {
@@ -983,7 +1152,12 @@ static void test_classifier(int N, int C, int V, int Vp) {
 int main(int argc, char **argv) {
     check_name = "test_gpu_ops";
     printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
-    if (argc > 2 && !strcmp(argv[1], "broken-promise")) return broken_promise(argv[2]);
+    if (argc > 2 && !strcmp(argv[1], "broken-promise"))
+        return !strcmp(argv[2], "gelu") ? broken_gelu_promise() : broken_promise(argv[2]);
+    if (argc > 1 && !strcmp(argv[1], "gelu-operands")) { /* the GELU operand cases alone */
+        test_gelu_operands();
+        return check_finish();
+    }
     if (argc > 1 && !strcmp(argv[1], "twins")) { /* the twin cases alone (tests/e2e_cuda_sgtrain_emu.sh) */
         test_twins();
         return check_finish();
@@ -997,6 +1171,7 @@ int main(int argc, char **argv) {
     test_matmul(512, 384, 1152);
     test_tuning();
     test_twins();
+    test_gelu_operands();
     test_layernorm(50, 64, 1);
     test_layernorm(300, 768, 0);
     for (int alias = 0; alias <= 2; alias++) {
