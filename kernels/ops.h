@@ -224,6 +224,20 @@ void op_logits(real *logits, const real *x, const real *wte, int N, int C, int V
  * g is multiplied by gscale first (the grad-norm clip factor). */
 void op_adamw(real *p, real *m, real *v, const real *g, long n, double lr,
               double b1, double b2, double eps, double wd, long t, double gscale);
+/* The same step over many tensors of one buffer at once (PyTorch's
+ * multi-tensor AdamW): segment s updates p[off, off + n) from g[off, off + n)
+ * and the moments m, v at [off - base, off - base + n) (base: where the
+ * moments begin in p's indexing, as for a ZeRO shard; 0 when they cover
+ * all of p), with weight decay wd if its decay flag is set, else 0.  Every
+ * element gets exactly op_adamw's arithmetic, so the result is bitwise that
+ * of one op_adamw per segment. */
+typedef struct {
+    long off, n;
+    int decay;
+} AdamwSeg;
+void op_adamw_multi(real *p, real *m, real *v, const real *g, long base,
+                    const AdamwSeg *segs, int nseg, double lr, double b1,
+                    double b2, double eps, double wd, long t, double gscale);
 
 /* sum of squares in double, fixed-order reduction */
 double op_sumsq(const real *x, long n);

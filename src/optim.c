@@ -1,6 +1,8 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "dist.h"
 #include "ops.h"
@@ -32,16 +34,24 @@ double optim_step(Model *m, long step, double lr) {
     }
     /* AdamW is elementwise: each tensor's part inside [lo, hi) is updated as
      * the whole tensor would be there, with the tensor's decay flag (a shard
-     * boundary may cut through a tensor) */
+     * boundary may cut through a tensor); all of them in one op */
+    AdamwSeg *segs = malloc(sizeof *segs * (size_t)(m->n_tensors > 0 ? m->n_tensors : 1));
+    if (!segs) {
+        fprintf(stderr, "sgtrain: out of host memory for the optimizer step\n");
+        exit(1);
+    }
+    int nseg = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const TensorInfo *t = &m->tensors[i];
         long a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (a >= b) continue;
-        op_adamw(m->params + a, m->adam_m + (a - lo), m->adam_v + (a - lo), m->grads + a, b - a, lr, c->beta1,
-                 c->beta2, c->adam_eps, t->decay ? c->weight_decay : 0.0, step + 1, scale);
+        segs[nseg++] = (AdamwSeg){a, b - a, t->decay};
     }
+    op_adamw_multi(m->params, m->adam_m, m->adam_v, m->grads, lo, segs, nseg, lr, c->beta1, c->beta2, c->adam_eps,
+                   c->weight_decay, step + 1, scale);
+    free(segs);
     if (prof_on) {
-        static ProfSite site = {"optim_step: op_sumsq, op_adamw", PROF_OPTIMIZER, 0, 0, 0, 0, 0};
+        static ProfSite site = {"optim_step: op_sumsq, op_adamw_multi", PROF_OPTIMIZER, 0, 0, 0, 0, 0};
         op_sync();
         prof_site_add(&site, prof_now() - t0, 0);
     }

@@ -25,6 +25,18 @@ void op_adamw(real *p, real *m, real *v, const real *g, long n, double lr,
     }
 }
 
+/* On the CPU each tensor's loop is already one parallel region at memory
+ * bandwidth: nothing to gain from fusing them. */
+void op_adamw_multi(real *p, real *m, real *v, const real *g, long base,
+                    const AdamwSeg *segs, int nseg, double lr, double b1,
+                    double b2, double eps, double wd, long t, double gscale) {
+    for (int s = 0; s < nseg; s++) {
+        const AdamwSeg *q = &segs[s];
+        op_adamw(p + q->off, m + (q->off - base), v + (q->off - base), g + q->off, q->n, lr, b1, b2, eps,
+                 q->decay ? wd : 0.0, t, gscale);
+    }
+}
+
 /* Fixed chunks summed in order: the same bits for any thread count. */
 double op_sumsq(const real *x, long n) {
     enum { CH = 4096 };

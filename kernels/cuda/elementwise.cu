@@ -8,6 +8,8 @@
  * promised them as GELU operands (op_gelu_operand, matmul.cu). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <initializer_list>
 
@@ -193,6 +195,109 @@ extern "C" void op_adamw(real *p, real *m, real *v, const real *g, long n, doubl
         adamw_k<<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(p + k, m + k, v + k, g + k, n - k, a);
         CUDA_LAUNCHED();
     }
+}
+
+/* ---- AdamW over many tensors in one launch (op_adamw_multi) ----
+ * One launch per tensor costs a launch and a ramp each: at 124M about 150
+ * tensors, most of them a LayerNorm's or a gate's few hundred elements,
+ * each a kernel of a few microseconds that barely fills the GPU.  Here
+ * every segment gets its blocks from one grid: segment s owns the blocks
+ * [first, first + vec_blocks + tail_blocks), the vector blocks taking four
+ * elements a thread (when the segment's four tensors are 16-byte aligned)
+ * and the tail blocks one.  A block finds its segment by binary search over
+ * the segments' first blocks.  Each element gets adamw_k's arithmetic, with
+ * the segment's decay, so the bits are those of one op_adamw per segment. */
+struct AdamwWork {
+    long off;  /* p and g index of the segment's first element */
+    long n4;   /* vector groups: elements [0, 4 n4) of the segment */
+    long n;    /* elements */
+    int first; /* the segment's first block */
+    int nvec;  /* its vector blocks; the rest of its blocks are scalar */
+    int decay;
+    int pad; /* 0: no padding bytes, so that tables compare with memcmp */
+};
+
+__global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long base, const AdamwWork *w, int nseg,
+                              AdamW a) {
+    const int b = (int)blockIdx.x;
+    int lo = 0, hi = nseg - 1; /* the last segment whose first block is <= b */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (w[mid].first <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    const AdamwWork s = w[lo];
+    AdamW as = a;
+    if (!s.decay) as.decay = 1.0f; /* (float)(1.0 - lr * 0.0), as op_adamw with wd 0 */
+    const long off = s.off, mo = s.off - base;
+    const int lb = b - s.first;
+    if (lb < s.nvec) {
+        const long i = (long)lb * blockDim.x + threadIdx.x;
+        if (i >= s.n4) return;
+        const long e = 4 * i;
+        float4 p4 = sg_ld4(p + off + e), m4 = sg_ld4(m + mo + e), v4 = sg_ld4(v + mo + e);
+        const float4 g4 = sg_ld4(g + off + e);
+        as(p4.x, m4.x, v4.x, g4.x);
+        as(p4.y, m4.y, v4.y, g4.y);
+        as(p4.z, m4.z, v4.z, g4.z);
+        as(p4.w, m4.w, v4.w, g4.w);
+        sg_st4(m + mo + e, m4), sg_st4(v + mo + e, v4), sg_st4(p + off + e, p4);
+        return;
+    }
+    const long e = 4 * s.n4 + (long)(lb - s.nvec) * blockDim.x + threadIdx.x;
+    if (e >= s.n) return;
+    float pi = p[off + e], mi = m[mo + e], vi = v[mo + e];
+    as(pi, mi, vi, g[off + e]);
+    m[mo + e] = mi, v[mo + e] = vi, p[off + e] = pi;
+}
+
+/* The work table on the device, uploaded only when it changes: the model's
+ * segments are the same every step. */
+static AdamwWork *g_work_host, *g_work_dev;
+static int g_work_n, g_work_cap;
+
+extern "C" void op_adamw_multi(real *p, real *m, real *v, const real *g, long base, const AdamwSeg *segs, int nseg,
+                               double lr, double b1, double b2, double eps, double wd, long t, double gscale) {
+    if (nseg <= 0) return;
+    AdamwWork *w = (AdamwWork *)malloc(sizeof *w * (size_t)nseg);
+    if (!w) sg_cuda_fail(__FILE__, __LINE__, "malloc", "no host memory for the AdamW work table");
+    int nw = 0;
+    long blocks = 0;
+    for (int i = 0; i < nseg; i++) {
+        const AdamwSeg *q = &segs[i];
+        if (q->n <= 0) continue;
+        const long mo = q->off - base;
+        const long n4 = vec_groups(q->n, {p + q->off, g + q->off, m + mo, v + mo});
+        const long nvec = (n4 + THREADS - 1) / THREADS, ntail = (q->n - 4 * n4 + THREADS - 1) / THREADS;
+        w[nw++] = {q->off, n4, q->n, (int)blocks, (int)nvec, q->decay != 0, 0};
+        blocks += nvec + ntail;
+        if (blocks > 0x7fffffffL) sg_cuda_fail(__FILE__, __LINE__, "op_adamw_multi", "more than 2^31 blocks");
+    }
+    if (!nw) {
+        free(w);
+        return;
+    }
+    if (nw != g_work_n || memcmp(w, g_work_host, sizeof *w * (size_t)nw)) {
+        if (nw > g_work_cap) {
+            CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued launch may still read the old table */
+            CUDA_CHECK(cudaFree(g_work_dev));
+            CUDA_CHECK(cudaMalloc(&g_work_dev, sizeof *w * (size_t)nw));
+            g_work_cap = nw;
+        }
+        /* waited for on both sides: the launches queued before may read the
+         * old table, and the host copy must outlive the transfer */
+        CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+        CUDA_CHECK(cudaMemcpyAsync(g_work_dev, w, sizeof *w * (size_t)nw, cudaMemcpyHostToDevice, sg_stream()));
+        CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+        free(g_work_host);
+        g_work_host = w, g_work_n = nw;
+    } else
+        free(w);
+    const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    const AdamW a = {(float)(lr / bc1), (float)sqrt(bc2), (float)(1.0 - lr * wd), (float)b1, (float)b2, (float)eps,
+                     (float)gscale};
+    adamw_multi_k<<<(unsigned)blocks, THREADS, 0, sg_stream()>>>(p, m, v, g, base, g_work_dev, nw, a);
+    CUDA_LAUNCHED();
 }
 
 /* Sum of squares in double, deterministic: block c sums elements

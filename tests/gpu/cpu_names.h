@@ -25,6 +25,7 @@
 #define op_classifier cpu_op_classifier
 #define op_logits cpu_op_logits
 #define op_adamw cpu_op_adamw
+#define op_adamw_multi cpu_op_adamw_multi
 #define op_sumsq cpu_op_sumsq
 #define op_threads cpu_op_threads
 #define op_alloc cpu_op_alloc

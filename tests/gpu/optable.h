@@ -34,6 +34,8 @@ typedef struct {
                          real);
     void (*logits)(real *, const real *, const real *, int, int, int);
     void (*adamw)(real *, real *, real *, const real *, long, double, double, double, double, double, long, double);
+    void (*adamw_multi)(real *, real *, real *, const real *, long, const AdamwSeg *, int, double, double, double,
+                        double, double, long, double);
     double (*sumsq)(const real *, long);
     void *(*alloc)(size_t);
     void (*free)(void *);

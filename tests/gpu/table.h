@@ -6,5 +6,5 @@ const OpTable TABLE_NAME = {op_matmul_fwd,             op_matmul_bwd,           
                             op_attention_fwd,          op_attention_bwd,          op_attention_probs,
                             op_attention_apply,        op_attention_decode_fwd,   op_attention_decode_bwd,
                             op_classifier,             op_logits,                 op_adamw,
-                            op_sumsq,                  op_alloc,                  op_free,
+                            op_adamw_multi,            op_sumsq,                  op_alloc,                  op_free,
                             op_upload,                 op_download,               op_backend};

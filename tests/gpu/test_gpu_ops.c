@@ -794,6 +794,63 @@ static void test_pointwise(long n) {
     free(x), free(x2), free(dy), free(y), free(dx), free(p), free(m), free(v), free(g);
 }
 
+/* ---- op_adamw_multi: every tensor's AdamW in one launch --------------------
+ * Segments of one buffer, as the model's tensors are, in every shape the
+ * kernel distinguishes: aligned (the vector blocks) with a scalar tail, one
+ * element off alignment (all scalar), shorter than a block, empty, and a
+ * gap between segments that must stay as it was; with the moments covering
+ * the whole buffer (base 0) or starting at the second segment (a ZeRO
+ * shard's).  Each against one op_adamw per segment, bitwise, and against the
+ * CPU's op_adamw_multi.  The kernel's work table is uploaded when the
+ * segments change and reused while they do not: two calls with the same
+ * segments, then other ones. */
+static void test_adamw_multi(long base) {
+    const AdamwSeg segs[] = {{0, 1000, 1}, {1000, 3, 0}, {1003, 4097, 1}, {5100, 0, 1},
+                             {5104, 777, 0}, {6000, 3077, 1}, {9100, 1, 0}};
+    const int nseg = (int)(sizeof segs / sizeof *segs), shift = base ? 1 : 0;
+    const long n = 9104, nm = n - base;
+    real *p = host_rand(n, 1), *m = host_rand(nm, 0.1), *v = host_rand(nm, 0.1), *g = host_rand(n, 1);
+    for (long i = 0; i < nm; i++) v[i] = v[i] * v[i];
+    real *p_d = dev_of(p, n), *m_d = dev_of(m, nm), *v_d = dev_of(v, nm), *g_d = dev_of(g, n);
+    real *pr_d = dev_of(p, n), *mr_d = dev_of(m, nm), *vr_d = dev_of(v, nm);
+    char what[120];
+    for (int call = 0; call < 3; call++) { /* 0, 1: the same segments; 2: all but the first (another table) */
+        const AdamwSeg *sg = segs + shift + (call == 2);
+        const int ns = nseg - shift - (call == 2);
+        const long t = 3 + call;
+        gpu_ops.adamw_multi(p_d, m_d, v_d, g_d, base, sg, ns, 6e-4, 0.9, 0.95, 1e-8, 0.1, t, 0.7);
+        cpu_ops.adamw_multi(p, m, v, g, base, sg, ns, 6e-4, 0.9, 0.95, 1e-8, 0.1, t, 0.7);
+        for (int i = 0; i < ns; i++)
+            gpu_ops.adamw(pr_d + sg[i].off, mr_d + (sg[i].off - base), vr_d + (sg[i].off - base), g_d + sg[i].off,
+                          sg[i].n, 6e-4, 0.9, 0.95, 1e-8, sg[i].decay ? 0.1 : 0.0, t, 0.7);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) p, against one op_adamw a segment", base, call);
+        bitwise(what, p_d, pr_d, n);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) m, against one op_adamw a segment", base, call);
+        bitwise(what, m_d, mr_d, nm);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) v, against one op_adamw a segment", base, call);
+        bitwise(what, v_d, vr_d, nm);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) p, against the CPU", base, call);
+        same(what, p_d, p, n, 0);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) m, against the CPU", base, call);
+        same(what, m_d, m, nm, 0);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) v, against the CPU", base, call);
+        same(what, v_d, v, nm, 0);
+    }
+    /* the gaps (and everything before base) were never written: the CPU's
+     * values there are the initial ones, compared bitwise */
+    real *got = back(p_d, n);
+    long touched = 0;
+    for (long i = 0; i < n; i++) {
+        int in = 0;
+        for (int k = shift; k < nseg; k++) in |= i >= segs[k].off && i < segs[k].off + segs[k].n;
+        if (!in) touched += memcmp(got + i, p + i, sizeof *got) != 0;
+    }
+    CHECK(touched == 0, "adamw multi (base %ld): %ld elements outside the segments changed", base, touched);
+    void *ds[] = {p_d, m_d, v_d, g_d, pr_d, mr_d, vr_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(p), free(m), free(v), free(g), free(got);
+}
+
 /* GELU and AdamW take four elements a thread when their tensors are
  * 16-byte aligned, and one otherwise (kernels/cuda/elementwise.cu): the
  * same arithmetic, so the same bits.  Each op on tensors one element off
@@ -1182,6 +1239,8 @@ int main(int argc, char **argv) {
     test_pointwise(100003);
     test_pointwise_paths(4099);
     test_pointwise_paths(4096);
+    test_adamw_multi(0);
+    test_adamw_multi(1000);
     test_embed(2, 16, 32, 100, 0);
     test_embed(3, 9, 32, 50, 1);
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
