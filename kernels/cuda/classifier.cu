@@ -7,10 +7,16 @@
  *   dx       = dz wte        (overwritten)
  *   dwte    += dz^T x        (acc)
  *
- * Rows go through in chunks of CLS_CHUNK so that N x V logits never exist at
- * once: a chunk's logits are computed (one GEMM), turned into dlogits by one
- * block per row, and consumed by the two backward GEMMs before the next
- * chunk.  Only the V real classes enter the softmax.  The bf16 GEMMs run
+ * Rows go through in chunks so that N x V logits never exist at once: a
+ * chunk's logits are computed (one GEMM), turned into dlogits by one block
+ * per row, and consumed by the two backward GEMMs before the next chunk.
+ * A chunk is as many rows as CLS_CHUNK_BYTES of logits hold (cls_chunk_rows:
+ * at Vp = 50304, 10,672 rows, so the 124M and 350M tiers' 8192-row
+ * micro-batch is one chunk and the 10M tier's 32,768 rows are four).  Each
+ * chunk reads and rewrites all of dwte (the dW GEMM accumulates, beta 1),
+ * Vp C floats, so fewer chunks move less: with 2048-row chunks that was
+ * 0.9 GB a step at 124M and 2.5 GB at 10M.  Longer chunks also give the
+ * dwte product a longer k.  Only the V real classes enter the softmax.  The bf16 GEMMs run
  * over all Vp rows: GPT-2's V = 50257 is odd, and a GEMM dimension that is
  * not a multiple of 8 bf16 elements rules out cuBLAS's vectorised
  * tensor-core kernels: on an H200 the classifier took 14.4 ms of a 124M
@@ -52,7 +58,7 @@ extern "C" {
 
 #include <math.h>
 
-#define CLS_CHUNK 2048  /* rows per chunk: 2048 x 50304 bf16 logits = 206 MB */
+#define CLS_CHUNK_BYTES (1L << 30) /* logits a chunk may hold */
 #define CLS_THREADS 512 /* threads per row of the softmax; a power of two (tree) */
 #define SUM_THREADS 1024
 
@@ -196,6 +202,26 @@ static const gin_t *gemm_input(gin_t *buf, const float *src, long n, long n_out)
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+static int g_chunk_rows; /* sg_classifier_set_chunk: 0, the rule below */
+
+/* For tests: chunks of `rows` rows (0: cls_chunk_rows's rule), so that a
+ * small vocabulary can still take several chunks. */
+extern "C" void sg_classifier_set_chunk(int rows) { g_chunk_rows = rows > 0 ? rows : 0; }
+
+/* Rows per chunk for N rows of Vp classes: all N if CLS_CHUNK_BYTES of
+ * logits hold them (but at least 64 rows), else the fewest chunks that
+ * fit, made equal and rounded up to 64 rows where that still fits (the
+ * last chunk shorter). */
+extern "C" int sg_classifier_chunk_rows(int N, int Vp) {
+    if (N <= 0) return 0;
+    if (g_chunk_rows) return N < g_chunk_rows ? N : g_chunk_rows;
+    long cap = CLS_CHUNK_BYTES / ((long)(Vp > 0 ? Vp : 1) * (long)sizeof(gin_t));
+    if (cap < 64) cap = 64;
+    if (N <= cap) return N;
+    const long chunks = (N + cap - 1) / cap, rows = ((N + chunks - 1) / chunks + 63) / 64 * 64;
+    return (int)(rows < cap ? rows : cap);
+}
+
 /* In the row-major terms of ops.h, with cuBLAS's column-major view of a
  * row-major [r, c] matrix being [c, r], and Vg the classes the GEMMs cover
  * (Vp in the bf16 build, V in the fp32 one):
@@ -210,7 +236,7 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
         sg_cuda_fail(__FILE__, __LINE__, "op_classifier", "needs 0 < V <= Vp and C > 0");
     cudaStream_t st = sg_stream();
     const int grad = dx || dwte;
-    const int chunk = N < CLS_CHUNK ? N : CLS_CHUNK;
+    const int chunk = sg_classifier_chunk_rows(N, Vp);
 
     /* SCRATCH_CLASSIFIER, carved: the logits chunk (then its dlogits, in
      * place), rows' losses, the total and (bf16 build) the bf16 copies of

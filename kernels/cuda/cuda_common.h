@@ -112,6 +112,10 @@ void sg_count_free(void);
  * (bench_gpu --matmul, test_gpu_ops): on (1) or off (0), overriding the
  * variable. */
 void sg_matmul_set_tune(int on);
+/* The classifier's rows per chunk for N rows of Vp classes
+ * (classifier.cu), and, for tests, a fixed chunk (0: the rule). */
+int sg_classifier_chunk_rows(int N, int Vp);
+void sg_classifier_set_chunk(int rows);
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,8 @@ void cuda_op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db, c
 double cuda_op_classifier(real *losses, real *dx, real *dwte, const real *x, const real *wte, const int32_t *targets,
                           int N, int C, int V, int Vp, real dscale);
 void cuda_op_logits(real *logits, const real *x, const real *wte, int N, int C, int Vp);
+int sg_classifier_chunk_rows(int N, int Vp);
+void sg_classifier_set_chunk(int rows);
 void cuda_op_adamw(real *p, real *m, real *v, const real *g, long n, double lr, double b1, double b2, double eps,
                    double wd, long t, double gscale);
 double cuda_op_sumsq(const real *x, long n);
@@ -585,15 +587,30 @@ int main(int argc, char **argv) {
 
     /* test_gpu_ops's (37, 32, 100, 128) with every output, then with some
      * of them NULL; its (256, 384, 50257, 50304) is trimmed to an odd V
-     * above the softmax's 512 threads with Vp padded to 64; 2100 rows: two
-     * chunks of CLS_CHUNK = 2048 (dwte accumulates over them) */
-    const int clshape[][5] = {{37, 32, 100, 128, 7}, {37, 32, 100, 128, 2}, {37, 32, 100, 128, 5},
-                              {40, 64, 1031, 1088, 7}, {2100, 8, 40, 48, 7}};
+     * above the softmax's 512 threads with Vp padded to 64; 2100 rows in
+     * chunks of 1000 (sg_classifier_set_chunk; a vocabulary this small
+     * would otherwise be one chunk): three chunks, the last short, dwte
+     * accumulating over them */
+    const int clshape[][6] = {{37, 32, 100, 128, 7, 0}, {37, 32, 100, 128, 2, 0}, {37, 32, 100, 128, 5, 0},
+                              {40, 64, 1031, 1088, 7, 0}, {2100, 8, 40, 48, 7, 1000}};
     for (auto &s : clshape) {
-        snprintf(tag, sizeof tag, "classifier N%d C%d V%d Vp%d%s%s%s", s[0], s[1], s[2], s[3], s[4] & 1 ? " losses" : "",
-                 s[4] & 2 ? " dx" : "", s[4] & 4 ? " dwte" : "");
+        snprintf(tag, sizeof tag, "classifier N%d C%d V%d Vp%d%s%s%s%s", s[0], s[1], s[2], s[3],
+                 s[4] & 1 ? " losses" : "", s[4] & 2 ? " dx" : "", s[4] & 4 ? " dwte" : "",
+                 s[5] ? " chunks of 1000" : "");
+        sg_classifier_set_chunk(s[5]);
         run(tag, [&] { test_classifier(s[0], s[1], s[2], s[3], s[4]); });
+        sg_classifier_set_chunk(0);
     }
+    /* the chunk rule (classifier.cu): 1 GiB of bf16 logits, at Vp 50304
+     * 10,672 rows; the tiers' micro-batches of 8 x 1024 rows are one
+     * chunk, the 10M tier's 64 x 512 four equal ones */
+    run("classifier chunk rule", [&] {
+        const int want[][3] = {{37, 128, 37}, {8192, 50304, 8192}, {32768, 50304, 8192}, {10672, 50304, 10672},
+                               {10673, 50304, 5376}, {100000, 50304, 10048}, {70000, 8000000, 67}};
+        for (auto &w : want)
+            CHECK(sg_classifier_chunk_rows(w[0], w[1]) == w[2], "classifier chunk of N %d, Vp %d: %d rows, want %d",
+                  w[0], w[1], sg_classifier_chunk_rows(w[0], w[1]), w[2]);
+    });
     run("logits N37 C32 Vp128", [&] { test_logits(37, 32, 128); });
     run("logits N5 C48 Vp1088", [&] { test_logits(5, 48, 1088); });
 

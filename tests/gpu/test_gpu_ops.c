@@ -181,14 +181,18 @@ static void casts_skipped(const char *what, long before, long want) {
     CHECK(got == want, "%s: %ld operand casts skipped, want %ld", what, got, want);
 }
 
-/* a result through the twins against the reference's, bitwise */
-static void twin_bits(const char *what, const real *d1, const real *d2, long n) {
+/* two device results, bitwise; `of` names the reference in the message */
+static void bits_as(const char *what, const char *of, const real *d1, const real *d2, long n) {
     real *a = back(d1, n), *b = back(d2, n);
     long i = 0;
     while (i < n && !memcmp(a + i, b + i, sizeof *a)) i++;
-    CHECK(i == n, "%s: not the bits of the matmul on a copy (first difference at %ld: %.9g vs %.9g)", what, i,
-          i < n ? a[i] : 0, i < n ? b[i] : 0);
+    CHECK(i == n, "%s: not the bits of %s (first difference at %ld: %.9g vs %.9g)", what, of, i, i < n ? a[i] : 0,
+          i < n ? b[i] : 0);
     free(a), free(b);
+}
+/* a result through the twins against the reference's, bitwise */
+static void twin_bits(const char *what, const real *d1, const real *d2, long n) {
+    bits_as(what, "the matmul on a copy", d1, d2, n);
 }
 
 /* d[0, n) at a new address (download, then upload) */
@@ -594,7 +598,7 @@ static void test_gelu_operand(int M, int K, int F) {
          *dg_p = gpu_ops.alloc(sizeof(real) * n), *dg_r = gpu_ops.alloc(sizeof(real) * n),
          *g_p = gpu_ops.alloc(sizeof(real) * n), *g_r = gpu_ops.alloc(sizeof(real) * n),
          *dw_p = dev_of(dw, (long)K * F), *dw_r = dev_of(dw, (long)K * F);
-    char what[160], part[200];
+    char what[160], part[256];
     snprintf(what, sizeof what, "gelu operand %dx%dx%d%s", M, K, F, mlp_bf16_on() ? "" : ", SG_MLP_BF16=0");
     op_gelu_operand(h_p, n);
     op_gelu_operand(dg_p, n);
@@ -609,7 +613,7 @@ static void test_gelu_operand(int M, int K, int F) {
     gpu_ops.gelu_fwd(g_p, h_p, n);
     gpu_ops.gelu_fwd(g_r, hv_d, n);
     snprintf(part, sizeof part, "%s, gelu forward on the stored values", what);
-    twin_bits(part, g_p, g_r, n);
+    bits_as(part, "the reference on fp32 tensors", g_p, g_r, n);
     real *g = calloc((size_t)n, sizeof *g);
     cpu_ops.gelu_fwd(g, hv, n);
     snprintf(part, sizeof part, "%s, gelu forward against the CPU op", what);
@@ -621,7 +625,7 @@ static void test_gelu_operand(int M, int K, int F) {
     snprintf(part, sizeof part, "%s, fc_proj dinp", what);
     operand_check(part, dgv, dg_r, n);
     snprintf(part, sizeof part, "%s, fc_proj dw beside a promised dinp", what);
-    twin_bits(part, dw_p, dw_r, (long)K * F);
+    bits_as(part, "the unpromised product", dw_p, dw_r, (long)K * F);
     real *dgv_d = dev_of(dgv, n), *dh[4], *dh_ref = gpu_ops.alloc(sizeof(real) * n);
     gpu_ops.gelu_bwd(dh_ref, hv_d, dgv_d, n);
     for (int c = 0; c < 4; c++) { /* c & 1: inp promised; c & 2: dout promised */
@@ -629,7 +633,7 @@ static void test_gelu_operand(int M, int K, int F) {
         gpu_ops.gelu_bwd(dh[c], c & 1 ? h_p : hv_d, c & 2 ? dg_p : dgv_d, n);
         snprintf(part, sizeof part, "%s, gelu backward (inp %s, dout %s)", what, c & 1 ? "promised" : "fp32",
                  c & 2 ? "promised" : "fp32");
-        twin_bits(part, dh[c], dh_ref, n);
+        bits_as(part, "the reference on fp32 tensors", dh[c], dh_ref, n);
     }
     real *dh_cpu = calloc((size_t)n, sizeof *dh_cpu);
     cpu_ops.gelu_bwd(dh_cpu, hv, dgv, n);
@@ -650,7 +654,7 @@ static void test_gelu_operand(int M, int K, int F) {
     gpu_ops.matmul_fwd(h_p, x_d, w1_d, M, K, F);
     CHECK(sg_matmul_bf16_outputs() == b1, "%s: an output stored in bf16 after the promise ended", what);
     snprintf(part, sizeof part, "%s, fc output after the promise ended", what);
-    twin_bits(part, h_p, h_r, n);
+    bits_as(part, "the unpromised product", h_p, h_r, n);
     op_matmul_only_end(dg_p, sizeof(real) * (size_t)n);
     void *ds[] = {x_d, w1_d, w2_d, dy_d, h_p, h_r, dg_p, dg_r, g_p, g_r, dw_p, dw_r, hv_d, dgv_d, dh_ref,
                   dh[0], dh[1], dh[2], dh[3]};
@@ -823,12 +827,12 @@ static void test_adamw_multi(long base) {
         for (int i = 0; i < ns; i++)
             gpu_ops.adamw(pr_d + sg[i].off, mr_d + (sg[i].off - base), vr_d + (sg[i].off - base), g_d + sg[i].off,
                           sg[i].n, 6e-4, 0.9, 0.95, 1e-8, sg[i].decay ? 0.1 : 0.0, t, 0.7);
-        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) p, against one op_adamw a segment", base, call);
-        bitwise(what, p_d, pr_d, n);
-        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) m, against one op_adamw a segment", base, call);
-        bitwise(what, m_d, mr_d, nm);
-        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) v, against one op_adamw a segment", base, call);
-        bitwise(what, v_d, vr_d, nm);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) p", base, call);
+        bits_as(what, "one op_adamw a segment", p_d, pr_d, n);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) m", base, call);
+        bits_as(what, "one op_adamw a segment", m_d, mr_d, nm);
+        snprintf(what, sizeof what, "adamw multi (base %ld, call %d) v", base, call);
+        bits_as(what, "one op_adamw a segment", v_d, vr_d, nm);
         snprintf(what, sizeof what, "adamw multi (base %ld, call %d) p, against the CPU", base, call);
         same(what, p_d, p, n, 0);
         snprintf(what, sizeof what, "adamw multi (base %ld, call %d) m, against the CPU", base, call);
@@ -1206,6 +1210,64 @@ static void test_classifier(int N, int C, int V, int Vp) {
     free(x), free(wte), free(tg), free(loss), free(dx), free(dwte);
 }
 
+/* The classifier's rows in chunks of `chunk` (sg_classifier_set_chunk)
+ * against one chunk, the default for rows this few: the same loss, row
+ * losses and dx (bitwise in the emulator, whose GEMMs do not depend on the
+ * chunk; within tolerance on a device, where cuBLAS may choose another
+ * algorithm for another row count), and dwte, which accumulates chunk by
+ * chunk, within tolerance; and against the CPU. */
+void sg_classifier_set_chunk(int rows); /* kernels/cuda/classifier.cu */
+
+static void test_classifier_chunks(int N, int C, int V, int Vp, int chunk) {
+    real *x = host_rand((long)N * C, 1), *wte = host_rand((long)Vp * C, 0.3), *dwte = host_rand((long)Vp * C, 0.1);
+    int32_t *tg = malloc(sizeof *tg * (size_t)N);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)rng_below(rng_key(g_key, 92, (uint64_t)i), (uint64_t)V);
+    real *x_d = dev_of(x, (long)N * C), *wte_d = dev_of(wte, (long)Vp * C);
+    int32_t *tg_d = gpu_ops.alloc(sizeof *tg * (size_t)N);
+    gpu_ops.upload(tg_d, tg, sizeof *tg * (size_t)N);
+    real *loss_d[2], *dx_d[2], *dwte_d[2];
+    double l[2];
+    for (int k = 0; k < 2; k++) { /* k 0: one chunk; 1: chunks of `chunk` rows */
+        loss_d[k] = gpu_ops.alloc(sizeof(real) * N), dx_d[k] = gpu_ops.alloc(sizeof(real) * N * C);
+        dwte_d[k] = dev_of(dwte, (long)Vp * C);
+        sg_classifier_set_chunk(k ? chunk : 0);
+        l[k] = gpu_ops.classifier(loss_d[k], dx_d[k], dwte_d[k], x_d, wte_d, tg_d, N, C, V, Vp, (real)(1.0 / N));
+    }
+    sg_classifier_set_chunk(0);
+    char what[160];
+    real *loss = calloc((size_t)N, sizeof *loss), *dx = calloc((size_t)N * C, sizeof *dx);
+    const double l0 = cpu_ops.classifier(loss, dx, dwte, x, wte, tg, N, C, V, Vp, (real)(1.0 / N));
+    CHECK(fabs(l[1] - l0) <= 2e-3 * fabs(l0), "classifier in chunks of %d: loss sum %.6f vs cpu %.6f", chunk, l[1], l0);
+    snprintf(what, sizeof what, "classifier N %d in chunks of %d, dwte against the CPU", N, chunk);
+    same(what, dwte_d[1], dwte, (long)Vp * C, 1);
+    real *one = back(dwte_d[0], (long)Vp * C);
+    snprintf(what, sizeof what, "classifier N %d in chunks of %d, dwte against one chunk", N, chunk);
+    same(what, dwte_d[1], one, (long)Vp * C, 1);
+    free(one);
+    if (emulated()) {
+        CHECK(l[0] == l[1], "classifier in chunks of %d: loss sum %.17g, one chunk %.17g (want the same bits)", chunk,
+              l[1], l[0]);
+        snprintf(what, sizeof what, "classifier N %d in chunks of %d, row losses against one chunk", N, chunk);
+        bits_as(what, "one chunk", loss_d[1], loss_d[0], N);
+        snprintf(what, sizeof what, "classifier N %d in chunks of %d, dx against one chunk", N, chunk);
+        bits_as(what, "one chunk", dx_d[1], dx_d[0], (long)N * C);
+    } else {
+        CHECK(fabs(l[0] - l[1]) <= 1e-5 * fabs(l[0]), "classifier in chunks of %d: loss sum %.9g, one chunk %.9g",
+              chunk, l[1], l[0]);
+        real *h = back(loss_d[0], N);
+        snprintf(what, sizeof what, "classifier N %d in chunks of %d, row losses against one chunk", N, chunk);
+        same(what, loss_d[1], h, N, 1);
+        free(h);
+        h = back(dx_d[0], (long)N * C);
+        snprintf(what, sizeof what, "classifier N %d in chunks of %d, dx against one chunk", N, chunk);
+        same(what, dx_d[1], h, (long)N * C, 1);
+        free(h);
+    }
+    void *ds[] = {x_d, wte_d, tg_d, loss_d[0], loss_d[1], dx_d[0], dx_d[1], dwte_d[0], dwte_d[1]};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(wte), free(dwte), free(tg), free(loss), free(dx);
+}
+
 int main(int argc, char **argv) {
     check_name = "test_gpu_ops";
     printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
@@ -1274,5 +1336,7 @@ int main(int argc, char **argv) {
                     test_attention_decode(dshape[si][0], dshape[si][1], dshape[si][2], dshape[si][3], ph, lb, qsh);
     test_classifier(37, 32, 100, 128);
     test_classifier(256, 384, 50257, 50304);
+    test_classifier_chunks(2100, 32, 100, 128, 1000); /* three chunks, the last short */
+    test_classifier_chunks(300, 64, 1031, 1088, 64);
     return check_finish();
 }
