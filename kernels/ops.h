@@ -53,13 +53,15 @@ void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
 void op_matmul_only(const real *buf, long n);
 /* A promise about buf[0, n), kept until op_matmul_only_end: it is
  * written only by op_matmul_fwd (out) or op_matmul_bwd (dinp), and read
- * only by op_gelu_fwd (inp) or op_gelu_bwd (inp, dout).  A backend may
- * then store it rounded to bf16, as torch.autocast stores a linear layer's
- * output and that output's gradient (the MLP's hidden pre-activation, and
- * the gradient of GELU's output); GELU computes in fp32 from those
- * values.  A promised tensor's bytes are the backend's: nothing else may
- * read them.  The CPU backend ignores the promise. */
-void op_gelu_operand(const real *buf, long n);
+ * only by op_gelu_fwd (inp), op_gelu_bwd (inp, dout) or op_layernorm_bwd
+ * (dout).  A backend may then store it rounded to bf16, as torch.autocast
+ * stores a linear layer's output and the gradient of a linear layer's
+ * input (the MLP's hidden pre-activation, the gradient of GELU's output,
+ * and the gradient reaching a LayerNorm from qkv or fc); its readers
+ * compute in fp32 from those values.  A promised tensor's bytes are the
+ * backend's: nothing else may read them.  The CPU backend ignores the
+ * promise. */
+void op_bf16_operand(const real *buf, long n);
 /* Ends every promise (of either kind) on a tensor inside base[0, bytes); a
  * buffer's owner calls it before it frees the buffer or lays other tensors
  * over it.  Until a promised tensor is written again, its values are

@@ -365,9 +365,11 @@ static long layout_acts(Model *m, int B, real *base) {
  * attention's backward and, with a value gate, the gate's (a routing-slot
  * gate's backward reads the dv part, so that arm promises none).  The GPU
  * then stores their bf16 twins only.
- * Promised to GELU alone (ops.h, op_gelu_operand): fc's output, read by
- * GELU's forward and backward, and the gradient of GELU's output, read by
- * GELU's backward.  The GPU stores them in bf16, as autocast does. */
+ * Promised as bf16 operands (ops.h, op_bf16_operand), each written by a
+ * matmul: fc's output, read by GELU's forward and backward; the gradient
+ * of GELU's output, read by GELU's backward; and dln, the gradient the
+ * qkv and fc backwards hand their LayerNorm's backward.  The GPU stores
+ * them in bf16, as autocast does. */
 static void promise_acts(Model *m, int B) {
     long C = m->C, N = (long)B * m->Tp;
     for (int l = 0; l < m->L; l++) {
@@ -377,8 +379,9 @@ static void promise_acts(Model *m, int B) {
         op_matmul_only(la->fch_gelu, N * 4 * C);
     }
     op_matmul_only(m->a.dfch, N * 4 * C);
-    for (int l = 0; l < m->L; l++) op_gelu_operand(m->a.layer[l].fch, N * 4 * C);
-    op_gelu_operand(m->a.dfch_gelu, N * 4 * C);
+    for (int l = 0; l < m->L; l++) op_bf16_operand(m->a.layer[l].fch, N * 4 * C);
+    op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
+    op_bf16_operand(m->a.dln, N * C);
     if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
 }
 

@@ -256,26 +256,27 @@ for arm in baseline combo2 renorm; do
         "$W/stats-$arm-mma.log")
     check '[ "$pk" = 2 ] && ! grep -q "^sg attention:" "$W/stats-$arm-wmma.log"' \
         "$arm grads SG_ATTN=mma: $pk backwards took their forward's packs (want 2, one a layer; none with wmma)"
-    # fc's output and fc_proj's dinp, promised to GELU (op_gelu_operand),
-    # are stored in bf16: 2 a layer
+    # fc's output, fc_proj's dinp and the dinp of fc and qkv (dln),
+    # promised as bf16 operands (op_bf16_operand), are stored in bf16: 4 a
+    # layer
     bw=$(bf16_stored "$W/stats-$arm-wmma.log") bm=$(bf16_stored "$W/stats-$arm-mma.log")
-    check '[ "$bw" = 4 ] && [ "$bm" = 4 ]' "$arm grads: outputs stored in bf16, wmma ${bw:-?}, mma ${bm:-?} (want 4: 2 a layer)"
+    check '[ "$bw" = 8 ] && [ "$bm" = 8 ]' "$arm grads: outputs stored in bf16, wmma ${bw:-?}, mma ${bm:-?} (want 8: 4 a layer)"
 done
-# SG_MLP_BF16=0 stores them in fp32: still within the CPU's tolerances,
+# SG_BF16_OPERANDS=0 stores them in fp32: still within the CPU's tolerances,
 # and not the bits of the bf16 run (the rounding took place there)
 for arm in baseline combo2; do
-    SG_MLP_BF16=0 SG_MATMUL_STATS=1 "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
-        --seed 3 --data "$W/d" -o "$W/mlp32-$arm.st" >/dev/null 2>"$W/mlp32-$arm.log"
-    out=$(python3 tests/gpu/compare_grads.py "$W/cpu-d64-$arm.st" "$W/mlp32-$arm.st" "d64 $arm SG_MLP_BF16=0" 2>&1)
+    SG_BF16_OPERANDS=0 SG_MATMUL_STATS=1 "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
+        --seed 3 --data "$W/d" -o "$W/bf16off-$arm.st" >/dev/null 2>"$W/bf16off-$arm.log"
+    out=$(python3 tests/gpu/compare_grads.py "$W/cpu-d64-$arm.st" "$W/bf16off-$arm.st" "d64 $arm SG_BF16_OPERANDS=0" 2>&1)
     check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out" &&
-           [ "$(bf16_stored "$W/mlp32-$arm.log")" = 0 ] && ! cmp -s "$W/mlp32-$arm.st" "$W/emu-d64-$arm-wmma.st"' \
-        "d64 $arm SG_MLP_BF16=0: against the CPU, nothing stored in bf16, other bits than bf16's"$'\n'"$out"$'\n'"$(tail -n 2 "$W/mlp32-$arm.log")"
+           [ "$(bf16_stored "$W/bf16off-$arm.log")" = 0 ] && ! cmp -s "$W/bf16off-$arm.st" "$W/emu-d64-$arm-wmma.st"' \
+        "d64 $arm SG_BF16_OPERANDS=0: against the CPU, nothing stored in bf16, other bits than bf16's"$'\n'"$out"$'\n'"$(tail -n 2 "$W/bf16off-$arm.log")"
 done
 for v in 2 no; do
-    SG_MLP_BF16=$v "$EMU" $T --out "$W/badmlp-$v" >"$W/badmlp-$v.log" 2>&1
+    SG_BF16_OPERANDS=$v "$EMU" $T --out "$W/badbf16-$v" >"$W/badbf16-$v.log" 2>&1
     rc=$?
-    check '[ $rc -eq 2 ] && grep -q "SG_MLP_BF16 must be" "$W/badmlp-$v.log" && [ ! -e "$W/badmlp-$v" ]' \
-        "SG_MLP_BF16=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badmlp-$v.log")"
+    check '[ $rc -eq 2 ] && grep -q "SG_BF16_OPERANDS must be" "$W/badbf16-$v.log" && [ ! -e "$W/badbf16-$v" ]' \
+        "SG_BF16_OPERANDS=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badbf16-$v.log")"
 done
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
@@ -287,7 +288,7 @@ n_unstored=$(unstored "$W/g1.log")
 check '[ "${n_unstored:-0}" -ge 192 ]' "training stores only the twins of the promised tensors: ${n_unstored:-no} fp32 outputs not stored (want >= 6 x 4 x 2 x 4 = 192)"
 echo "training: ${n_unstored:-no} fp32 outputs left unstored for their twins"
 n_bf16=$(bf16_stored "$W/g1.log")
-check '[ "${n_bf16:-0}" -ge 96 ]' "training stores the GELU operands in bf16: ${n_bf16:-no} outputs (want >= 6 x 4 x 2 x 2 = 96)"
+check '[ "${n_bf16:-0}" -ge 192 ]' "training stores the bf16 operands in bf16: ${n_bf16:-no} outputs (want >= 6 x 4 x 2 x 4 = 192)"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
 SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&
@@ -403,20 +404,20 @@ for how in fwd dw dout; do
         "with SG_MATMUL_KEEP=0 a promise costs nothing and breaks nothing ($how, exit $rc): $(tail -n 1 "$W/broken-$how-nokeep.log")"
 done
 echo "broken promises: $(grep -h -m1 -o "op_matmul_only.*" "$W/broken-fwd.log" | head -c 160)"
-# GELU operands: the cases with SG_MLP_BF16=0 (fp32, the same bits) and
+# bf16 operands: the cases with SG_BF16_OPERANDS=0 (fp32, the same bits) and
 # without the poison; a matmul that reads one as its x stops the program
-for envs in SG_MLP_BF16=0 SG_TWIN_POISON=0; do
-    env $envs "$W/test_gpu_ops" gelu-operands >"$W/gelu-$envs.log" 2>&1
-    line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/gelu-$envs.log" 2>/dev/null)
+for envs in SG_BF16_OPERANDS=0 SG_TWIN_POISON=0; do
+    env $envs "$W/test_gpu_ops" bf16-operands >"$W/bf16ops-$envs.log" 2>&1
+    line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" "$W/bf16ops-$envs.log" 2>/dev/null)
     check '[[ "$line" == *" 0 failed" ]]' \
-        "test_gpu_ops gelu-operands with $envs, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/gelu-$envs.log" 2>/dev/null)"
+        "test_gpu_ops bf16-operands with $envs, emulated: ${line:-no summary}"$'\n'"$(grep -m 20 FAIL "$W/bf16ops-$envs.log" 2>/dev/null)"
 done
-"$W/test_gpu_ops" broken-promise gelu >"$W/broken-gelu.log" 2>&1; rc=$?
-check '[ $rc -eq 1 ] && grep -q "promised to GELU alone (op_gelu_operand)" "$W/broken-gelu.log" &&
-       ! grep -q "the matmul went on" "$W/broken-gelu.log"' \
-    "a matmul reading a GELU operand stops the program (exit $rc): $(tail -n 2 "$W/broken-gelu.log")"
-SG_MLP_BF16=0 "$W/test_gpu_ops" broken-promise gelu >"$W/broken-gelu-fp32.log" 2>&1; rc=$?
-check '[ $rc -eq 0 ] && grep -q "the matmul went on, 0 outputs" "$W/broken-gelu-fp32.log"' \
-    "with SG_MLP_BF16=0 a GELU operand is fp32 and may be read (exit $rc): $(tail -n 1 "$W/broken-gelu-fp32.log")"
+"$W/test_gpu_ops" broken-promise bf16 >"$W/broken-bf16.log" 2>&1; rc=$?
+check '[ $rc -eq 1 ] && grep -q "promised as a bf16 operand (op_bf16_operand)" "$W/broken-bf16.log" &&
+       ! grep -q "the matmul went on" "$W/broken-bf16.log"' \
+    "a matmul reading a bf16 operand stops the program (exit $rc): $(tail -n 2 "$W/broken-bf16.log")"
+SG_BF16_OPERANDS=0 "$W/test_gpu_ops" broken-promise bf16 >"$W/broken-bf16-fp32.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && grep -q "the matmul went on, 0 outputs" "$W/broken-bf16-fp32.log"' \
+    "with SG_BF16_OPERANDS=0 a bf16 operand is fp32 and may be read (exit $rc): $(tail -n 1 "$W/broken-bf16-fp32.log")"
 echo "ran in $((SECONDS - t0)) s"
 finish

@@ -32,7 +32,7 @@ void op_matmul_only(const real *buf, long n) {
     (void)n;
 }
 /* The CPU keeps fp32 activations: its products are fp32. */
-void op_gelu_operand(const real *buf, long n) {
+void op_bf16_operand(const real *buf, long n) {
     (void)buf;
     (void)n;
 }

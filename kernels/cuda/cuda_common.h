@@ -88,9 +88,9 @@ void sg_twin_partial(const float *out, long n);
 __nv_bfloat16 *sg_twin_rest(const float *out, long n, int *store);
 /* How many fp32 outputs were left unstored that way (tests). */
 long sg_matmul_stores_skipped(void);
-/* A tensor promised as a GELU operand (ops.h, op_gelu_operand) holds its
+/* A tensor promised as a bf16 operand (ops.h, op_bf16_operand) holds its
  * values in bf16, in its own first 2n bytes: those, else NULL (not
- * promised, or SG_MLP_BF16=0) and the tensor is fp32 (matmul.cu). */
+ * promised, or SG_BF16_OPERANDS=0) and the tensor is fp32 (matmul.cu). */
 const __nv_bfloat16 *sg_bf16_stored(const float *p, long n);
 /* How many matmul outputs were stored in bf16 that way (tests). */
 long sg_matmul_bf16_outputs(void);

@@ -5,7 +5,7 @@
  * and store the fp32 value only when out (dinp) is not NULL: a tensor
  * promised to matmuls alone keeps only its twin (sg_twin_fp32).  GELU's
  * inputs, fc's output and fc_proj's dinp, are in bf16 when the model
- * promised them as GELU operands (op_gelu_operand, matmul.cu). */
+ * promised them as bf16 operands (op_bf16_operand, matmul.cu). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,8 +33,8 @@ __device__ __forceinline__ float gelu_df(float x, float dy) {
     return dy * (cdf + x * pdf);
 }
 
-/* An operand element in fp32: from an fp32 tensor, or from a GELU operand
- * stored in bf16 (ops.h, op_gelu_operand; sg_bf16_stored), as autocast's
+/* An operand element in fp32: from an fp32 tensor, or from a bf16 operand
+ * stored in bf16 (ops.h, op_bf16_operand; sg_bf16_stored), as autocast's
  * GELU reads a bf16 linear output and computes in fp32. */
 __device__ __forceinline__ float ld1(const float *p, long i) { return p[i]; }
 __device__ __forceinline__ float ld1(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
@@ -131,7 +131,7 @@ static void gelu_bwd(float *d, __nv_bfloat16 *t, const TI *inp, const TD *dout, 
         CUDA_LAUNCHED();
     }
 }
-/* inp and dout each fp32 or, promised as GELU operands, bf16 */
+/* inp and dout each fp32 or, promised as bf16 operands, bf16 */
 extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
     if (n <= 0) return;
     __nv_bfloat16 *t = sg_twin_begin(dinp, n);
@@ -198,9 +198,10 @@ extern "C" void op_adamw(real *p, real *m, real *v, const real *g, long n, doubl
 }
 
 /* ---- AdamW over many tensors in one launch (op_adamw_multi) ----
- * One launch per tensor costs a launch and a ramp each: at 124M about 150
- * tensors, most of them a LayerNorm's or a gate's few hundred elements,
- * each a kernel of a few microseconds that barely fills the GPU.  Here
+ * One launch per tensor costs a launch and a ramp each: at 124M 75 tensors
+ * (baseline) to 111 (combo2), 219 at 350M's combo2, a third or more of
+ * them a LayerNorm's weight or a gate's or a sink's few parameters, each a
+ * kernel of a few microseconds that barely fills the GPU.  Here
  * every segment gets its blocks from one grid: segment s owns the blocks
  * [first, first + vec_blocks + tail_blocks), the vector blocks taking four
  * elements a thread (when the segment's four tensors are 16-byte aligned)
@@ -217,8 +218,8 @@ struct AdamwWork {
     int pad; /* 0: no padding bytes, so that tables compare with memcmp */
 };
 
-__global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long base, const AdamwWork *w, int nseg,
-                              AdamW a) {
+__global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long base,
+                              const AdamwWork *__restrict__ w, int nseg, AdamW a) {
     const int b = (int)blockIdx.x;
     int lo = 0, hi = nseg - 1; /* the last segment whose first block is <= b */
     while (lo < hi) {

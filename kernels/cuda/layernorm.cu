@@ -15,7 +15,10 @@
  * them also write their bf16 twins t (cuda_common.h, sg_twin_begin; NULL:
  * none), from the float they store.  The forwards store y only when it is
  * not NULL: an output promised to matmuls alone keeps its twin only
- * (sg_twin_fp32). */
+ * (sg_twin_fp32).  The backward's dy, the dinp of the qkv or fc product,
+ * is read in bf16 when the model promised it as a bf16 operand (ops.h,
+ * op_bf16_operand; sg_bf16_stored), as autocast hands LayerNorm the bf16
+ * gradient of a linear layer's input; the math stays fp32. */
 #include <stdint.h>
 
 #include <type_traits>
@@ -84,15 +87,21 @@ __global__ void res_ln_fwd_k(float *res, float *out, __nv_bfloat16 *twin, float 
     ln_row(out ? out + o : NULL, twin ? twin + o : NULL, mean + row, rstd + row, res + o, s, w, bias, C, lane);
 }
 
+/* dy's element in fp32, from fp32 or from bf16 storage */
+__device__ __forceinline__ float ln_val(const float *p) { return *p; }
+__device__ __forceinline__ float ln_val(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+
 /* dx for one row per warp, and the twin of the sum dx holds after it */
-__global__ void ln_bwd_dx_k(float *dinp, __nv_bfloat16 *twin, const float *dout, const float *inp, const float *w,
+template <typename TD>
+__global__ void ln_bwd_dx_k(float *dinp, __nv_bfloat16 *twin, const TD *dout, const float *inp, const float *w,
                             const float *mean, const float *rstd, int N, int C) {
     int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    const float *x = inp + (size_t)row * C;
+    const TD *dy = dout + (size_t)row * C;
     float m = mean[row], r = rstd[row], sd = 0, sdx = 0;
     for (int c = lane; c < C; c += 32) {
-        float xh = (x[c] - m) * r, g = dy[c] * w[c];
+        float xh = (x[c] - m) * r, g = ln_val(dy + c) * w[c];
         sd += g;
         sdx += g * xh;
     }
@@ -101,20 +110,21 @@ __global__ void ln_bwd_dx_k(float *dinp, __nv_bfloat16 *twin, const float *dout,
     __nv_bfloat16 *t = twin ? twin + (size_t)row * C : NULL;
     for (int c = lane; c < C; c += 32) {
         float xh = (x[c] - m) * r;
-        float v = dx[c] + r * (dy[c] * w[c] - md - xh * mdx);
+        float v = dx[c] + r * (ln_val(dy + c) * w[c] - md - xh * mdx);
         dx[c] = v;
         if (t) t[c] = sg_cast_bf16(v);
     }
 }
 
 /* part[blk][0..C) = sum over the block's rows of dy xhat, part[blk][C..2C) of dy */
-__global__ void ln_bwd_part_k(float *part, const float *dout, const float *inp, const float *mean, const float *rstd,
+template <typename TD>
+__global__ void ln_bwd_part_k(float *part, const TD *dout, const float *inp, const float *mean, const float *rstd,
                               int N, int C) {
     int r0 = blockIdx.y * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < N ? r0 + ROWS_PER_BLOCK : N;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
         float sw = 0, sb = 0;
         for (int i = r0; i < r1; i++) {
-            float dy = dout[(size_t)i * C + c];
+            float dy = ln_val(dout + (size_t)i * C + c);
             sw += dy * (inp[(size_t)i * C + c] - mean[i]) * rstd[i];
             sb += dy;
         }
@@ -162,6 +172,18 @@ template <bool LOAD4>
 __device__ __forceinline__ float4 ln_ld4(const float *p) {
     if (LOAD4) return *reinterpret_cast<const float4 *>(p);
     return make_float4(p[0], p[1], p[2], p[3]);
+}
+/* four bf16 (8-byte aligned with LOAD4), widened */
+template <bool LOAD4>
+__device__ __forceinline__ float4 ln_ld4(const __nv_bfloat16 *p) {
+    if (LOAD4) {
+        const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
+        const __nv_bfloat162 lo = q[0], hi = q[1];
+        return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
+                           __bfloat162float(hi.y));
+    }
+    return make_float4(__bfloat162float(p[0]), __bfloat162float(p[1]), __bfloat162float(p[2]),
+                       __bfloat162float(p[3]));
 }
 template <bool LOAD4>
 __device__ __forceinline__ void ln_st4(float *p, float4 v) {
@@ -239,9 +261,9 @@ __global__ void __launch_bounds__(WARPS * 32)
  * ln_bwd_part_k writes them: each lane adds dy xhat and dy over the warp's
  * rows in row order for its columns, then the block adds its 8 warps' sums
  * in warp order through shared memory (WARPS C floats, dw's then db's). */
-template <int NV, bool LOAD4>
+template <int NV, bool LOAD4, typename TD>
 __global__ void __launch_bounds__(WARPS * 32)
-    ln_bwd_reg_k(float *dinp, __nv_bfloat16 *twin, float *part, const float *dout, const float *inp, const float *w,
+    ln_bwd_reg_k(float *dinp, __nv_bfloat16 *twin, float *part, const TD *dout, const float *inp, const float *w,
                  const float *mean, const float *rstd, int N, int C) {
     extern __shared__ float ln_sh[]; /* [WARPS][C] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
@@ -367,12 +389,10 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
     if (twin) sg_twin_written(out, (long)N * C);
 }
 
-extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
-                                 const real *mean, const real *rstd, int N, int C) {
-    if (N <= 0) return;
-    __nv_bfloat16 *twin = sg_twin_begin(dinp, (long)N * C);
-    int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)nblk * 2 * C * sizeof(float));
+/* dx (and its twin) and the dw/db partials, dy of type TD */
+template <typename TD>
+static void ln_bwd(float *dinp, __nv_bfloat16 *twin, float *part, int nblk, const TD *dout, const float *inp,
+                   const float *w, const float *mean, const float *rstd, int N, int C) {
     const bool v4 = ln_aligned(dinp) && ln_aligned(dout) && ln_aligned(inp) && ln_aligned(w);
     const size_t shmem = sizeof(float) * WARPS * (size_t)C; /* <= 32 KiB */
     const bool reg = ln_by_width(C, [&](auto nv) {
@@ -391,6 +411,17 @@ extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dou
         ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
     }
     CUDA_LAUNCHED();
+}
+
+extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                                 const real *mean, const real *rstd, int N, int C) {
+    if (N <= 0) return;
+    __nv_bfloat16 *twin = sg_twin_begin(dinp, (long)N * C);
+    int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)nblk * 2 * C * sizeof(float));
+    const __nv_bfloat16 *dout16 = sg_bf16_stored(dout, (long)N * C);
+    if (dout16) ln_bwd(dinp, twin, part, nblk, dout16, inp, w, mean, rstd, N, C);
+    else ln_bwd(dinp, twin, part, nblk, dout, inp, w, mean, rstd, N, C);
     ln_bwd_sum_k<<<sg_blocks(C, WARPS), WARPS * 32, 0, sg_stream()>>>(dw, db, part, nblk, C);
     CUDA_LAUNCHED();
     /* stamped after the op's last launch: the two dw/db kernels write

@@ -64,19 +64,21 @@
  * reader that broke the promise shows up in the results (the emulated
  * tests run with it); SG_MATMUL_STATS=1 prints the counts at exit.
  *
- * bf16-stored outputs.  A tensor promised as a GELU operand (ops.h,
- * op_gelu_operand: the MLP's hidden pre-activation, fc's output, and the
- * gradient of GELU's output, fc_proj's dinp) is stored as torch.autocast
- * stores a linear layer's output: rounded to bf16.  The product writes it
- * with a bf16 D, cuBLASLt rounding its fp32 accumulator to nearest even,
- * into the first half of the tensor's own bytes, and GELU reads it there
- * (sg_bf16_stored) and computes in fp32.  That halves the bytes of the two
- * largest activations a layer moves, N x 4C each, written once and read
- * once (the gradient) or twice (the pre-activation, by both GELUs): at the
- * 124M tier about 250 MB a layer, 3 GB a step, and it halves the memory
- * the pre-activations hold for the backward.  Unlike a twin this changes
+ * bf16-stored outputs.  A tensor promised as a bf16 operand (ops.h,
+ * op_bf16_operand: the MLP's hidden pre-activation, fc's output; the
+ * gradient of GELU's output, fc_proj's dinp; and the gradient LayerNorm
+ * gets from qkv and fc, their dinp) is stored as torch.autocast stores a
+ * linear layer's output and input gradient: rounded to bf16.  The product
+ * writes it with a bf16 D, cuBLASLt rounding its fp32 accumulator to
+ * nearest even, into the first half of the tensor's own bytes, and GELU
+ * or LayerNorm's backward reads it there (sg_bf16_stored) and computes in
+ * fp32.  The first two are the largest activations a layer moves, N x 4C
+ * each, written once and read once (the gradient) or twice (the
+ * pre-activation, by both GELUs): at the 124M tier about 250 MB a layer,
+ * and 50 MB more for the two LayerNorm gradients, 3.6 GB a step; the
+ * pre-activations held for the backward take half the memory.  Unlike a twin this changes
  * the values (it is autocast's rounding, not fp32's), so it does not
- * depend on SG_MATMUL_KEEP; SG_MLP_BF16=0 stores fp32 instead, for A/B
+ * depend on SG_MATMUL_KEEP; SG_BF16_OPERANDS=0 stores fp32 instead, for A/B
  * comparisons.  Under SG_TWIN_POISON=1 the second half of such a tensor
  * is filled with NaN, so that a reader of fp32 values shows.
  *
@@ -104,7 +106,7 @@
  * while the candidates run).  Costs: a few dozen products per shape, once;
  * scratch outputs of the largest tuned product's size, two of them (at
  * 124M, 8192 x 3072 floats, 100 MB each), kept.  A product with a bf16
- * output (a GELU operand) keeps the first choice: two sums in different
+ * output (a bf16 operand) keeps the first choice: two sums in different
  * orders usually round to the same bf16, so equal bits there would not
  * show the same order.  SG_MATMUL_STATS=1 prints
  * each tuned shape's candidates, rejections and times at exit. */
@@ -165,12 +167,12 @@ static unsigned long g_kept_clock;
 static int g_keep = -1; /* SG_MATMUL_KEEP, read once */
 static long g_skipped; /* casts skipped: sg_matmul_casts_skipped */
 static long g_unstored; /* fp32 outputs not stored: sg_matmul_stores_skipped */
-static long g_bf16_out; /* outputs stored in bf16 (op_gelu_operand): sg_matmul_bf16_outputs */
+static long g_bf16_out; /* outputs stored in bf16 (op_bf16_operand): sg_matmul_bf16_outputs */
 static int g_poison;    /* SG_TWIN_POISON=1 */
 
 /* The promises (address, count, as the table is keyed): op_matmul_only's,
- * and op_gelu_operand's */
-enum { TO_MATMULS, TO_GELU };
+ * and op_bf16_operand's */
+enum { TO_MATMULS, TO_BF16 };
 typedef struct {
     const float *p;
     long n;
@@ -215,21 +217,21 @@ extern "C" long sg_matmul_stores_skipped(void) { return g_unstored; }
 
 extern "C" long sg_matmul_bf16_outputs(void) { return g_bf16_out; }
 
-/* SG_MLP_BF16: 1 (or unset) on, 0 off, -1 a bad value */
-static int mlp_bf16_env(void) {
-    const char *e = getenv("SG_MLP_BF16");
+/* SG_BF16_OPERANDS: 1 (or unset) on, 0 off, -1 a bad value */
+static int bf16_operands_env(void) {
+    const char *e = getenv("SG_BF16_OPERANDS");
     if (!e || !*e || !strcmp(e, "1")) return 1;
     return !strcmp(e, "0") ? 0 : -1;
 }
-#define MLP_BF16_ERROR \
-    "SG_MLP_BF16 must be \"1\" (or unset: the MLP's hidden activation and its gradient stored in bf16, as " \
-    "autocast) or \"0\" (stored in fp32)"
+#define BF16_OPERANDS_ERROR \
+    "SG_BF16_OPERANDS must be \"1\" (or unset: the tensors promised as bf16 operands, such as the MLP's hidden " \
+    "activation, stored in bf16 as autocast stores them) or \"0\" (stored in fp32)"
 
-/* A bad SG_MLP_BF16 stops the program as it loads, with the usage status,
+/* A bad SG_BF16_OPERANDS stops the program as it loads, with the usage status,
  * before a run directory exists (as a bad SG_ATTN does). */
-__attribute__((constructor)) static void mlp_bf16_check_env(void) {
-    if (mlp_bf16_env() >= 0) return;
-    fprintf(stderr, "%s: " MLP_BF16_ERROR "\n", getenv("SG_MLP_BF16"));
+__attribute__((constructor)) static void bf16_operands_check_env(void) {
+    if (bf16_operands_env() >= 0) return;
+    fprintf(stderr, "%s: " BF16_OPERANDS_ERROR "\n", getenv("SG_BF16_OPERANDS"));
     exit(2);
 }
 
@@ -249,9 +251,9 @@ extern "C" void op_matmul_only(const real *buf, long n) {
     promise(buf, n, TO_MATMULS);
 }
 
-extern "C" void op_gelu_operand(const real *buf, long n) {
-    if (!buf || n <= 0 || mlp_bf16_env() != 1) return;
-    promise(buf, n, TO_GELU);
+extern "C" void op_bf16_operand(const real *buf, long n) {
+    if (!buf || n <= 0 || bf16_operands_env() != 1) return;
+    promise(buf, n, TO_BF16);
 }
 
 /* The pinned twins of the tensors whose promise ends are dropped with it:
@@ -276,11 +278,11 @@ static int promised(const float *p, long n, int kind) {
     return 0;
 }
 
-/* A GELU operand's bf16 values, which live in its own first 2n bytes.
+/* A bf16 operand's values, which live in its own first 2n bytes.
  * The promise says that only a matmul writes it, always with those bf16
  * values (op_matmul_fwd's out, op_matmul_bwd's dinp, both overwritten). */
 extern "C" const __nv_bfloat16 *sg_bf16_stored(const float *p, long n) {
-    return p && n > 0 && promised(p, n, TO_GELU) ? (const __nv_bfloat16 *)p : NULL;
+    return p && n > 0 && promised(p, n, TO_BF16) ? (const __nv_bfloat16 *)p : NULL;
 }
 
 static Kept *kept_find(const float *src, long n) {
@@ -294,10 +296,10 @@ static void need_fp32(const float *src, long n, const char *role) {
     if (sg_bf16_stored(src, n)) {
         char why[320];
         snprintf(why, sizeof why,
-                 "%s (%ld elements) was promised to GELU alone (op_gelu_operand), so it holds bf16 values, not "
+                 "%s (%ld elements) was promised as a bf16 operand (op_bf16_operand), so it holds bf16 values, not "
                  "the fp32 a matmul reads: the promise was broken",
                  role, n);
-        sg_cuda_fail(__FILE__, __LINE__, "op_gelu_operand", why);
+        sg_cuda_fail(__FILE__, __LINE__, "op_bf16_operand", why);
     }
     const Kept *k = kept_find(src, n);
     if (k && k->only) {
@@ -423,7 +425,7 @@ extern "C" float *sg_twin_fp32(float *out, long n) {
 
 typedef struct {
     int m, n, k, ta, tb, lda, ldb, ldc, accumulate;
-    int out_bf16; /* C and D bf16 (a GELU operand, never accumulated into), else fp32 */
+    int out_bf16; /* C and D bf16 (a bf16 operand, never accumulated into), else fp32 */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t first; /* the heuristic's first choice: what every untuned call runs */
@@ -708,7 +710,7 @@ static void gemm(void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m,
     lt_matmul(p, tuned ? &p->algo : &p->first, accumulate ? 1.0f : 0.0f, a, b, d, d, ws);
 }
 
-/* An output promised as a GELU operand is written in bf16 (the comment at
+/* An output promised as a bf16 operand is written in bf16 (the comment at
  * the top); under SG_TWIN_POISON=1 the half of its bytes that no longer
  * holds values becomes NaN. */
 static int bf16_output(const float *out, long n) {

@@ -21,8 +21,8 @@
 # ';'); by default SG_ATTN=mma, the attention tiles that have not yet been
 # timed in whole training steps, that again without the matmuls' bf16
 # copies and twins (SG_MATMUL_KEEP=0), with the matmuls' algorithms
-# tuned (SG_MATMUL_TUNE=1), and with the MLP's hidden activation and its
-# gradient stored in fp32 instead of bf16 (SG_MLP_BF16=0).  Each under
+# tuned (SG_MATMUL_TUNE=1), and with the tensors autocast stores in bf16
+# (op_bf16_operand) stored in fp32 instead (SG_BF16_OPERANDS=0).  Each under
 # AB_LIMIT_S (35 s; one took about 25 s on the H200).  DEVICE_AB= turns it
 # off.
 #
@@ -117,7 +117,7 @@ OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=${BENCH_GPU_BUDGET_S:-190} bash tests/gpu/
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
 # the same 124M steps with switches flipped: settings separated by ';', each
 # one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0")
-DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_MLP_BF16=0}
+DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
 n=0
 IFS=';' read -ra settings <<<"$DEVICE_AB"
 for setting in "${settings[@]}"; do

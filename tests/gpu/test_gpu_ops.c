@@ -515,12 +515,13 @@ static int broken_promise(const char *how) {
     return 0;
 }
 
-/* ---- GELU operands stored in bf16 (ops.h, op_gelu_operand) ---------------
- * The MLP's hidden pre-activation (fc's output) and the gradient of GELU's
- * output (fc_proj's dinp) are promised to GELU alone, and the CUDA backend
- * then stores them as autocast does: its matmul writes them in bf16, into
- * the tensor's first 2n bytes, and GELU reads them there.  Shown here, for
- * one MLP's forward and backward:
+/* ---- bf16 operands (ops.h, op_bf16_operand) --------------------------------
+ * The MLP's hidden pre-activation (fc's output), the gradient of GELU's
+ * output (fc_proj's dinp) and the gradient a LayerNorm gets from qkv or fc
+ * (their dinp) are promised as bf16 operands, and the CUDA backend then
+ * stores them as autocast does: its matmul writes them in bf16, into the
+ * tensor's first 2n bytes, and GELU or LayerNorm's backward reads them
+ * there.  Shown here, for one MLP's forward and backward:
  *   - the stored bf16 is the unpromised product rounded to nearest even
  *     (bitwise in the emulator, whose cuBLASLt rounds the same fp32 result;
  *     within one bf16 ulp on a device, whose bf16 and fp32 products may be
@@ -530,11 +531,11 @@ static int broken_promise(const char *how) {
  *     or both backward inputs promised, and agree with the CPU op on them;
  *   - under SG_TWIN_POISON=1 the other half of the tensor's bytes is NaN;
  *   - once the promise ends the product stores fp32 again;
- *   - with SG_MLP_BF16=0 the promise changes nothing: fp32, the same bits. */
+ *   - with SG_BF16_OPERANDS=0 the promise changes nothing: fp32, the same bits. */
 long sg_matmul_bf16_outputs(void); /* kernels/cuda/matmul.cu */
 
-static int mlp_bf16_on(void) {
-    const char *e = getenv("SG_MLP_BF16");
+static int bf16_operands_on(void) {
+    const char *e = getenv("SG_BF16_OPERANDS");
     return !(e && e[0] == '0');
 }
 static int emulated(void) { return strstr(gpu_ops.backend(), "emulated") != NULL; }
@@ -556,10 +557,10 @@ static float bf16_round(float x) {
 }
 
 /* What a promised tensor holds, as fp32: its bf16 values widened (or its
- * fp32 values, SG_MLP_BF16=0). */
+ * fp32 values, SG_BF16_OPERANDS=0). */
 static real *operand_values(const real *d, long n) {
     real *h = back(d, n);
-    if (!mlp_bf16_on()) return h;
+    if (!bf16_operands_on()) return h;
     real *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
     const uint16_t *b = (const uint16_t *)h;
     for (long i = 0; i < n; i++) v[i] = bf16_widen(b[i]);
@@ -572,23 +573,23 @@ static void operand_check(const char *what, const real *v, const real *ref_d, lo
     real *r = back(ref_d, n);
     long off = 0, far = 0;
     for (long i = 0; i < n; i++) {
-        if (!mlp_bf16_on()) {
+        if (!bf16_operands_on()) {
             off += memcmp(v + i, r + i, sizeof *v) != 0;
             continue;
         }
         off += v[i] != bf16_round(r[i]);
         far += fabs((double)v[i] - r[i]) > ldexp(fabs((double)r[i]), -7) + 1e-30;
     }
-    if (!mlp_bf16_on() || emulated())
+    if (!bf16_operands_on() || emulated())
         CHECK(off == 0, "%s: %ld of %ld elements not the unpromised product's %s", what, off, n,
-              mlp_bf16_on() ? "rounded to bf16" : "bits");
+              bf16_operands_on() ? "rounded to bf16" : "bits");
     else
         CHECK(far == 0, "%s: %ld of %ld elements further than one bf16 ulp from the unpromised product (%ld not "
               "its rounding)", what, far, n, off);
     free(r);
 }
 
-static void test_gelu_operand(int M, int K, int F) {
+static void test_bf16_operand(int M, int K, int F) {
     const long nx = (long)M * K, n = (long)M * F;
     real *x = host_rand(nx, 1), *w1 = host_rand((long)F * K, 0.3), *w2 = host_rand((long)K * F, 0.1);
     real *dy = host_rand(nx, 1), *dw = host_rand((long)K * F, 0.01);
@@ -599,9 +600,9 @@ static void test_gelu_operand(int M, int K, int F) {
          *g_p = gpu_ops.alloc(sizeof(real) * n), *g_r = gpu_ops.alloc(sizeof(real) * n),
          *dw_p = dev_of(dw, (long)K * F), *dw_r = dev_of(dw, (long)K * F);
     char what[160], part[256];
-    snprintf(what, sizeof what, "gelu operand %dx%dx%d%s", M, K, F, mlp_bf16_on() ? "" : ", SG_MLP_BF16=0");
-    op_gelu_operand(h_p, n);
-    op_gelu_operand(dg_p, n);
+    snprintf(what, sizeof what, "bf16 operand, mlp %dx%dx%d%s", M, K, F, bf16_operands_on() ? "" : ", SG_BF16_OPERANDS=0");
+    op_bf16_operand(h_p, n);
+    op_bf16_operand(dg_p, n);
     const long b0 = sg_matmul_bf16_outputs();
     /* the forward: h = x W1^T, g = gelu(h) */
     gpu_ops.matmul_fwd(h_p, x_d, w1_d, M, K, F);
@@ -640,8 +641,8 @@ static void test_gelu_operand(int M, int K, int F) {
     snprintf(part, sizeof part, "%s, gelu backward against the CPU op", what);
     same(part, dh[3], dh_cpu, n, 0);
     const long stored = sg_matmul_bf16_outputs() - b0;
-    CHECK(stored == 2 * mlp_bf16_on(), "%s: %ld outputs stored in bf16, want %d", what, stored, 2 * mlp_bf16_on());
-    if (mlp_bf16_on() && poison_on()) { /* bytes [2n, 4n): floats from (n + 1) / 2 on */
+    CHECK(stored == 2 * bf16_operands_on(), "%s: %ld outputs stored in bf16, want %d", what, stored, 2 * bf16_operands_on());
+    if (bf16_operands_on() && poison_on()) { /* bytes [2n, 4n): floats from (n + 1) / 2 on */
         real *raw = back(h_p, n);
         long bad = 0;
         for (long i = (n + 1) / 2; i < n; i++) bad += !isnan(raw[i]);
@@ -662,26 +663,82 @@ static void test_gelu_operand(int M, int K, int F) {
     free(x), free(w1), free(w2), free(dy), free(dw), free(hv), free(g), free(dgv), free(dh_cpu);
 }
 
-/* `test_gpu_ops broken-promise gelu`: a matmul reads a GELU operand as its
+/* `test_gpu_ops broken-promise bf16`: a matmul reads a bf16 operand as its
  * x.  It holds bf16 values, so the matmul must stop the program (exit 1, a
- * message naming op_gelu_operand); with SG_MLP_BF16=0 it goes on. */
-static int broken_gelu_promise(void) {
+ * message naming op_bf16_operand); with SG_BF16_OPERANDS=0 it goes on. */
+static int broken_bf16_promise(void) {
     int M = 64, K = 32, F = 48;
     real *x = host_rand((long)M * K, 1), *w1 = host_rand((long)F * K, 0.1), *w2 = host_rand((long)K * F, 0.1);
     real *x_d = dev_of(x, (long)M * K), *w1_d = dev_of(w1, (long)F * K), *w2_d = dev_of(w2, (long)K * F);
     real *h_d = gpu_ops.alloc(sizeof(real) * M * F), *o_d = gpu_ops.alloc(sizeof(real) * M * K);
-    op_gelu_operand(h_d, (long)M * F);
+    op_bf16_operand(h_d, (long)M * F);
     gpu_ops.matmul_fwd(h_d, x_d, w1_d, M, K, F);
     gpu_ops.matmul_fwd(o_d, h_d, w2_d, M, F, K);
     op_sync();
-    printf("broken promise (gelu): the matmul went on, %ld outputs were stored in bf16\n", sg_matmul_bf16_outputs());
+    printf("broken promise (bf16): the matmul went on, %ld outputs were stored in bf16\n", sg_matmul_bf16_outputs());
     return 0;
 }
 
-static void test_gelu_operands(void) {
-    test_gelu_operand(130, 64, 96);
-    test_gelu_operand(67, 48, 98); /* n % 4 = 2: GELU's scalar tail reads bf16 too */
-    test_gelu_operand(128, 384, 1536);
+/* LayerNorm's backward with its dy promised: dy = g W (a qkv or fc
+ * backward's dinp, stored in bf16), then dx (accumulated), dw and db against
+ * the same op on an fp32 dy holding the stored values, bitwise, and against
+ * the CPU op.  C a multiple of 4 up to 1024 takes the register path, other
+ * widths the scalar kernels; both read bf16. */
+static void test_bf16_layernorm(int M, int C, int N, int bias) {
+    const long n = (long)M * C;
+    real *g = host_rand((long)M * N, 1), *w = host_rand((long)N * C, 0.1), *x = host_rand(n, 2);
+    real *lw = host_rand(C, 1), *lb = host_rand(C, 1), *dx0 = host_rand(n, 1), *dw0 = host_rand(C, 1),
+         *db0 = host_rand(C, 1);
+    real *g_d = dev_of(g, (long)M * N), *w_d = dev_of(w, (long)N * C), *x_d = dev_of(x, n), *lw_d = dev_of(lw, C),
+         *lb_d = dev_of(lb, C);
+    real *dy_p = gpu_ops.alloc(sizeof(real) * n), *dy_r = gpu_ops.alloc(sizeof(real) * n),
+         *y_d = gpu_ops.alloc(sizeof(real) * n), *mu_d = gpu_ops.alloc(sizeof(real) * M),
+         *rs_d = gpu_ops.alloc(sizeof(real) * M);
+    char what[160], part[256];
+    snprintf(what, sizeof what, "bf16 operand, layernorm backward M%d C%d%s%s", M, C, bias ? " bias" : "",
+             bf16_operands_on() ? "" : ", SG_BF16_OPERANDS=0");
+    gpu_ops.layernorm_fwd(y_d, mu_d, rs_d, x_d, lw_d, bias ? lb_d : NULL, M, C);
+    op_bf16_operand(dy_p, n);
+    const long b0 = sg_matmul_bf16_outputs();
+    gpu_ops.matmul_bwd(dy_p, NULL, g_d, NULL, w_d, M, C, N);
+    gpu_ops.matmul_bwd(dy_r, NULL, g_d, NULL, w_d, M, C, N);
+    real *dyv = operand_values(dy_p, n);
+    snprintf(part, sizeof part, "%s, dinp", what);
+    operand_check(part, dyv, dy_r, n);
+    real *dyv_d = dev_of(dyv, n), *dx[2], *dw[2], *db[2];
+    for (int k = 0; k < 2; k++) { /* k 0: dy promised; 1: an fp32 dy of the same values */
+        dx[k] = dev_of(dx0, n), dw[k] = dev_of(dw0, C), db[k] = dev_of(db0, C);
+        gpu_ops.layernorm_bwd(dx[k], dw[k], bias ? db[k] : NULL, k ? dyv_d : dy_p, x_d, lw_d, mu_d, rs_d, M, C);
+    }
+    static const char *const out[3] = {"dx", "dw", "db"};
+    real *const *got[3] = {dx, dw, db};
+    const long len[3] = {n, C, C};
+    for (int o = 0; o < 2 + bias; o++) {
+        snprintf(part, sizeof part, "%s, %s", what, out[o]);
+        bits_as(part, "the op on an fp32 dy", got[o][0], got[o][1], len[o]);
+    }
+    real *mu = back(mu_d, M), *rs = back(rs_d, M);
+    cpu_ops.layernorm_bwd(dx0, dw0, bias ? db0 : NULL, dyv, x, lw, mu, rs, M, C);
+    const real *ref[3] = {dx0, dw0, db0};
+    for (int o = 0; o < 2 + bias; o++) {
+        snprintf(part, sizeof part, "%s, %s against the CPU op", what, out[o]);
+        same(part, got[o][0], ref[o], len[o], 0);
+    }
+    const long stored = sg_matmul_bf16_outputs() - b0;
+    CHECK(stored == bf16_operands_on(), "%s: %ld outputs stored in bf16, want %d", what, stored, bf16_operands_on());
+    op_matmul_only_end(dy_p, sizeof(real) * (size_t)n);
+    void *ds[] = {g_d, w_d, x_d, lw_d, lb_d, dy_p, dy_r, y_d, mu_d, rs_d, dyv_d, dx[0], dx[1], dw[0], dw[1],
+                  db[0], db[1]};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(g), free(w), free(x), free(lw), free(lb), free(dx0), free(dw0), free(db0), free(dyv), free(mu), free(rs);
+}
+
+static void test_bf16_operands(void) {
+    test_bf16_operand(130, 64, 96);
+    test_bf16_operand(67, 48, 98); /* n % 4 = 2: GELU's scalar tail reads bf16 too */
+    test_bf16_operand(128, 384, 1536);
+    test_bf16_layernorm(130, 768, 2304, 0); /* the register path */
+    test_bf16_layernorm(70, 98, 392, 1);    /* the scalar kernels */
 }
 
 static void test_twins(void) {
@@ -1272,9 +1329,9 @@ int main(int argc, char **argv) {
     check_name = "test_gpu_ops";
     printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
     if (argc > 2 && !strcmp(argv[1], "broken-promise"))
-        return !strcmp(argv[2], "gelu") ? broken_gelu_promise() : broken_promise(argv[2]);
-    if (argc > 1 && !strcmp(argv[1], "gelu-operands")) { /* the GELU operand cases alone */
-        test_gelu_operands();
+        return !strcmp(argv[2], "bf16") ? broken_bf16_promise() : broken_promise(argv[2]);
+    if (argc > 1 && !strcmp(argv[1], "bf16-operands")) { /* the bf16 operand cases alone */
+        test_bf16_operands();
         return check_finish();
     }
     if (argc > 1 && !strcmp(argv[1], "twins")) { /* the twin cases alone (tests/e2e_cuda_sgtrain_emu.sh) */
@@ -1290,7 +1347,7 @@ int main(int argc, char **argv) {
     test_matmul(512, 384, 1152);
     test_tuning();
     test_twins();
-    test_gelu_operands();
+    test_bf16_operands();
     test_layernorm(50, 64, 1);
     test_layernorm(300, 768, 0);
     for (int alias = 0; alias <= 2; alias++) {
