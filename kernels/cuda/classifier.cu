@@ -10,13 +10,14 @@
  * Rows go through in chunks so that N x V logits never exist at once: a
  * chunk's logits are computed (one GEMM), turned into dlogits by one block
  * per row, and consumed by the two backward GEMMs before the next chunk.
- * A chunk is as many rows as CLS_CHUNK_BYTES of logits hold (cls_chunk_rows:
+ * A chunk is as many rows as CLS_CHUNK_BYTES of logits hold (sg_classifier_chunk_rows:
  * at Vp = 50304, 10,672 rows, so the 124M and 350M tiers' 8192-row
  * micro-batch is one chunk and the 10M tier's 32,768 rows are four).  Each
  * chunk reads and rewrites all of dwte (the dW GEMM accumulates, beta 1),
  * Vp C floats, so fewer chunks move less: with 2048-row chunks that was
- * 0.9 GB a step at 124M and 2.5 GB at 10M.  Longer chunks also give the
- * dwte product a longer k.  Only the V real classes enter the softmax.  The bf16 GEMMs run
+ * 1.2 GB a step at 124M and 2.5 GB at 10M, now 0.3 and 0.6 GB.  Longer
+ * chunks also give the dwte product a longer k.  Only the V real classes
+ * enter the softmax.  The bf16 GEMMs run
  * over all Vp rows: GPT-2's V = 50257 is odd, and a GEMM dimension that is
  * not a multiple of 8 bf16 elements rules out cuBLAS's vectorised
  * tensor-core kernels: on an H200 the classifier took 14.4 ms of a 124M
