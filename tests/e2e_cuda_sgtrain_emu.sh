@@ -137,6 +137,18 @@ vals() { grep '"val_loss"' "$1/metrics.jsonl" | sed -E 's/.*"val_loss":([^,]*),.
 crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]*)".*/\1/p' "$1/result.json" 2>/dev/null; }
 worst() { paste <(losses "$1"; vals "$1") <(losses "$2"; vals "$2") |
     awk 'BEGIN { w = 0 } { e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e; n++ } END { printf "%d %.2e", n, w }'; }
+# bad_env VAR VALUE...: each value stops the emulated sgtrain as it loads,
+# exit 2 with a message naming VAR, before the run directory exists
+bad_env() {
+    local var=$1 v rc
+    shift
+    for v in "$@"; do
+        env "$var=$v" "$EMU" $T --out "$W/bad-$var-$v" >"$W/bad-$var-$v.log" 2>&1
+        rc=$?
+        check '[ $rc -eq 2 ] && grep -q "$var must be" "$W/bad-$var-$v.log" && [ ! -e "$W/bad-$var-$v" ]' \
+            "$var=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/bad-$var-$v.log")"
+    done
+}
 within() { # run, reference, bound, what
     local w bound=$3
     w=$(worst "$2" "$1")
@@ -229,12 +241,7 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "SG_MATMUL_TUNE=1: $(ls "$W"/tune-*.st | wc -l) grads runs bitwise those without; d64 combo2 mma: $(grep -c "^sg matmul tune: m " "$W/tune-d64-combo2-mma.log") shapes tuned, $(awk '/^sg matmul tune: m /{ r += $18 } END { print r + 0 }' "$W/tune-d64-combo2-mma.log") candidates rejected for other bits"
-for v in 2 yes; do
-    SG_MATMUL_TUNE=$v "$EMU" $T --out "$W/badtune-$v" >"$W/badtune-$v.log" 2>&1
-    rc=$?
-    check '[ $rc -eq 2 ] && grep -q "SG_MATMUL_TUNE must be" "$W/badtune-$v.log" && [ ! -e "$W/badtune-$v" ]' \
-        "SG_MATMUL_TUNE=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badtune-$v.log")"
-done
+bad_env SG_MATMUL_TUNE 2 yes
 # the value-slot arms also promise dqkv, which only the mma tiles write a
 # twin of (with a value gate, together with the gate's backward): one more
 # unstored output per layer (2) with them than with wmma; none for renorm
@@ -272,12 +279,7 @@ for arm in baseline combo2; do
            [ "$(bf16_stored "$W/bf16off-$arm.log")" = 0 ] && ! cmp -s "$W/bf16off-$arm.st" "$W/emu-d64-$arm-wmma.st"' \
         "d64 $arm SG_BF16_OPERANDS=0: against the CPU, nothing stored in bf16, other bits than bf16's"$'\n'"$out"$'\n'"$(tail -n 2 "$W/bf16off-$arm.log")"
 done
-for v in 2 no; do
-    SG_BF16_OPERANDS=$v "$EMU" $T --out "$W/badbf16-$v" >"$W/badbf16-$v.log" 2>&1
-    rc=$?
-    check '[ $rc -eq 2 ] && grep -q "SG_BF16_OPERANDS must be" "$W/badbf16-$v.log" && [ ! -e "$W/badbf16-$v" ]' \
-        "SG_BF16_OPERANDS=$v: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badbf16-$v.log")"
-done
+bad_env SG_BF16_OPERANDS 2 no
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?
@@ -368,10 +370,7 @@ check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | t
     "resumed on 1 emulated GPU, the run ends where 2 ranks end ($(crc "$W/s2") vs $(crc "$W/n2"); last loss $(losses "$W/s2" | tail -n 1) vs $(losses "$W/n2" | tail -n 1))"
 
 # a bad SG_ATTN: exit 2 before the run directory exists
-SG_ATTN=fast "$EMU" $T --out "$W/badtiles" >"$W/badtiles.log" 2>&1
-rc=$?
-check '[ $rc -eq 2 ] && grep -q "SG_ATTN must be" "$W/badtiles.log" && [ ! -e "$W/badtiles" ]' \
-    "SG_ATTN=fast: exit 2 and no run directory (exit $rc): $(head -n 2 "$W/badtiles.log")"
+bad_env SG_ATTN fast
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
 EMU_GPUS=1 run dup 2

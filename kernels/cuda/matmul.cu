@@ -192,16 +192,23 @@ static void print_stats(void) {
 static int keep_on(void);
 extern "C" int sg_keep_copies(void) { return keep_on(); }
 
+/* SG_MATMUL_KEEP, SG_TWIN_POISON and SG_MATMUL_STATS, read together once */
+static void read_env(void) {
+    if (g_keep >= 0) return;
+    const char *e = getenv("SG_MATMUL_KEEP");
+    g_keep = !(e && e[0] == '0');
+    e = getenv("SG_TWIN_POISON");
+    g_poison = e && e[0] == '1';
+    e = getenv("SG_MATMUL_STATS");
+    if (e && e[0] == '1') atexit(print_stats);
+}
 static int keep_on(void) {
-    if (g_keep < 0) {
-        const char *e = getenv("SG_MATMUL_KEEP");
-        g_keep = !(e && e[0] == '0');
-        e = getenv("SG_TWIN_POISON");
-        g_poison = e && e[0] == '1';
-        e = getenv("SG_MATMUL_STATS");
-        if (e && e[0] == '1') atexit(print_stats);
-    }
+    read_env();
     return g_keep;
+}
+static int poison_on(void) {
+    read_env();
+    return g_poison;
 }
 
 /* op_free: an address may come back for another buffer.  A pinned twin
@@ -716,9 +723,8 @@ static void gemm(void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m,
 static int bf16_output(const float *out, long n) {
     if (!sg_bf16_stored(out, n)) return 0;
     g_bf16_out++;
-    (void)keep_on(); /* reads SG_TWIN_POISON */
     const size_t half = (size_t)n * sizeof(__nv_bfloat16), all = (size_t)n * sizeof(float);
-    if (g_poison && half < all) CUDA_CHECK(cudaMemsetAsync((char *)out + half, 0xff, all - half, sg_stream()));
+    if (poison_on() && half < all) CUDA_CHECK(cudaMemsetAsync((char *)out + half, 0xff, all - half, sg_stream()));
     return 1;
 }
 
