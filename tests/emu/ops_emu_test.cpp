@@ -58,6 +58,10 @@ int sg_classifier_chunk_rows(int N, int Vp);
 void sg_classifier_set_chunk(int rows);
 void cuda_op_adamw(real *p, real *m, real *v, const real *g, long n, double lr, double b1, double b2, double eps,
                    double wd, long t, double gscale);
+void cuda_op_adamw_multi(real *p, real *m, real *v, const real *g, long base, const AdamwSeg *segs, int nseg,
+                         double lr, double b1, double b2, double eps, double wd, long t, double gscale);
+void cuda_op_bf16_operand(const real *buf, long n);
+void cuda_op_matmul_only_end(const void *base, size_t bytes);
 double cuda_op_sumsq(const real *x, long n);
 void *cuda_op_alloc(size_t bytes);
 void cuda_op_free(void *p);
@@ -122,6 +126,122 @@ static void test_pointwise(long n) {
     Buf sums(2, 0.f);
     memcpy(sums.p(), &s2, sizeof(float) * 2);
     digest({&y, &dx, &s, &p, &m, &v, &sums});
+}
+
+/* AdamW over segments of one buffer in one launch, as test_gpu_ops's
+ * test_adamw_multi: aligned with a tail, misaligned, short, empty, gaps,
+ * and the moments from base on.  Against the CPU op, and bitwise against
+ * one CUDA op_adamw a segment; the gaps and the guards untouched. */
+static void test_adamw_multi(long base) {
+    static const AdamwSeg segs[] = {{0, 1000, 1}, {1000, 3, 0}, {1003, 4097, 1}, {5100, 0, 1},
+                                    {5104, 777, 0}, {6000, 3077, 1}, {9100, 1, 0}};
+    const int shift = base ? 1 : 0, ns = (int)(sizeof segs / sizeof *segs) - shift;
+    const AdamwSeg *sg = segs + shift;
+    const long n = 9104, nm = n - base;
+    Buf p_r = normal(n, 1), m_r = normal(nm, 0.1), v_r = normal(nm, 0.1), g = normal(n, 1);
+    for (long i = 0; i < nm; i++) v_r[i] = v_r[i] * v_r[i];
+    Buf p = p_r, m = m_r, v = v_r, pe = p_r, me = m_r, ve = v_r;
+    const Buf g0 = g, p0 = p_r;
+    op_adamw_multi(p_r.p(), m_r.p(), v_r.p(), g.p(), base, sg, ns, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    cuda_op_adamw_multi(p.p(), m.p(), v.p(), g.p(), base, sg, ns, 6e-4, 0.9, 0.95, 1e-8, 0.1, 3, 0.7);
+    for (int i = 0; i < ns; i++)
+        cuda_op_adamw(pe.p() + sg[i].off, me.p() + (sg[i].off - base), ve.p() + (sg[i].off - base), g.p() + sg[i].off,
+                      sg[i].n, 6e-4, 0.9, 0.95, 1e-8, sg[i].decay ? 0.1 : 0.0, 3, 0.7);
+    same("adamw multi p", p, p_r, false);
+    same("adamw multi m", m, m_r, false);
+    same("adamw multi v", v, v_r, false);
+    bitwise("adamw multi p against one op_adamw a segment", p, pe);
+    bitwise("adamw multi m against one op_adamw a segment", m, me);
+    bitwise("adamw multi v against one op_adamw a segment", v, ve);
+    long touched = 0;
+    for (long i = 0; i < n; i++) {
+        bool in = false;
+        for (int k = 0; k < ns; k++) in = in || (i >= sg[k].off && i < sg[k].off + sg[k].n);
+        if (!in) touched += memcmp(p.p() + i, p0.p() + i, sizeof(float)) != 0;
+    }
+    CHECK(touched == 0, "%s: %ld elements outside the segments written", g_tag.c_str(), touched);
+    intact({&p, &m, &v});
+    unchanged("g", g, g0);
+    digest({&p, &m, &v});
+}
+
+/* bf16 operands (ops.h, op_bf16_operand), as test_gpu_ops's bf16-operands
+ * cases: an MLP's fc product into a promised h, GELU forward on it, fc_proj's
+ * dinp into a promised dg, GELU backward on both, fc's dinp into a promised
+ * dln and LayerNorm's backward on it.  The stored bf16 is the unpromised
+ * product rounded to nearest even, each reader gives the bits of the same
+ * op on an fp32 tensor of the stored values, and nothing is written past a
+ * tensor (the guards; the promised tensors' second halves stay as they
+ * were).  C = K takes LayerNorm's register path when a multiple of 4. */
+static float bf16_widen(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static Buf stored_values(const Buf &t) { /* the promised tensor's bf16, widened */
+    Buf v(t.n, 0.f);
+    const uint16_t *b = reinterpret_cast<const uint16_t *>(t.p());
+    for (size_t i = 0; i < t.n; i++) v[i] = bf16_widen(b[i]);
+    return v;
+}
+static float bf16_round(float x) { /* to nearest even, as __float2bfloat16 (finite x) */
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &b, 4);
+    return x;
+}
+static void rounded(const char *what, const Buf &stored, const Buf &ref) {
+    long off = 0;
+    for (size_t i = 0; i < ref.n; i++) {
+        const float r = bf16_round(ref[i]);
+        off += memcmp(stored.p() + i, &r, 4) != 0;
+    }
+    CHECK(off == 0, "%s: %s: %ld of %zu stored values not the fp32 product rounded to bf16", g_tag.c_str(), what, off,
+          ref.n);
+}
+static void test_bf16_operands(int M, int K, int F) {
+    const long nh = (long)M * F, nx = (long)M * K;
+    Buf x = normal(nx, 1), w1 = normal((long)F * K, 0.3), w2 = normal((long)K * F, 0.1), dy = normal(nx, 1);
+    Buf lw = normal(K, 1), lx = normal(nx, 2);
+    Buf h(nh), hr(nh), dg(nh), dgr(nh), dln(nx), dlnr(nx);
+    for (Buf *t : {&h, &dg, &dln}) cuda_op_bf16_operand(t->p(), (long)t->n);
+    /* forward: h = x W1^T, y = gelu(h) */
+    cuda_op_matmul_fwd(h.p(), x.p(), w1.p(), M, K, F);
+    cuda_op_matmul_fwd(hr.p(), x.p(), w1.p(), M, K, F);
+    const Buf hv = stored_values(h);
+    rounded("fc output", hv, hr);
+    Buf y(nh), yv(nh), y_r(nh);
+    cuda_op_gelu_fwd(y.p(), h.p(), nh);
+    cuda_op_gelu_fwd(yv.p(), hv.p(), nh);
+    op_gelu_fwd(y_r.p(), hv.p(), nh);
+    bitwise("gelu forward on the stored values", y, yv);
+    same("gelu forward against the CPU", y, y_r, false);
+    /* backward: dg = dy W2, dh = gelu'(h) dg, dln = dh W1 */
+    cuda_op_matmul_bwd(dg.p(), nullptr, dy.p(), nullptr, w2.p(), M, F, K);
+    cuda_op_matmul_bwd(dgr.p(), nullptr, dy.p(), nullptr, w2.p(), M, F, K);
+    const Buf dgv = stored_values(dg);
+    rounded("fc_proj dinp", dgv, dgr);
+    Buf dh(nh), dhv(nh);
+    cuda_op_gelu_bwd(dh.p(), h.p(), dg.p(), nh);
+    cuda_op_gelu_bwd(dhv.p(), hv.p(), dgv.p(), nh);
+    bitwise("gelu backward on the stored values", dh, dhv);
+    cuda_op_matmul_bwd(dln.p(), nullptr, dhv.p(), nullptr, w1.p(), M, K, F);
+    cuda_op_matmul_bwd(dlnr.p(), nullptr, dhv.p(), nullptr, w1.p(), M, K, F);
+    const Buf dlnv = stored_values(dln);
+    rounded("fc dinp", dlnv, dlnr);
+    Buf ly(nx), mu(M), rs(M);
+    cuda_op_layernorm_fwd(ly.p(), mu.p(), rs.p(), lx.p(), lw.p(), nullptr, M, K);
+    Buf dx = normal(nx, 1), dw = normal(K, 1);
+    Buf dxv = dx, dwv = dw;
+    cuda_op_layernorm_bwd(dx.p(), dw.p(), nullptr, dln.p(), lx.p(), lw.p(), mu.p(), rs.p(), M, K);
+    cuda_op_layernorm_bwd(dxv.p(), dwv.p(), nullptr, dlnv.p(), lx.p(), lw.p(), mu.p(), rs.p(), M, K);
+    bitwise("layernorm backward dx on the stored dy", dx, dxv);
+    bitwise("layernorm backward dw on the stored dy", dw, dwv);
+    for (Buf *t : {&h, &dg, &dln}) cuda_op_matmul_only_end(t->p(), sizeof(float) * t->n);
+    intact({&h, &hr, &dg, &dgr, &dln, &dlnr, &y, &dh, &dx, &dw});
+    digest({&h, &dg, &dln, &y, &dh, &dx, &dw});
 }
 
 /* sumsq alone over more than 256 chunks of 8192: the final kernel's
@@ -477,6 +597,12 @@ int main(int argc, char **argv) {
         run(tag, [&] { test_pointwise(n); });
     }
     run("sumsq n2105351 (257 chunks)", [&] { test_sumsq(257L * 8192 - 1001); });
+    run("adamw multi, moments of the whole buffer", [&] { test_adamw_multi(0); });
+    run("adamw multi, moments from element 1000 (a shard's)", [&] { test_adamw_multi(1000); });
+    /* K = 64: LayerNorm's register path; K = 30: its scalar kernels, and
+     * GELU's scalar tail (M F odd) */
+    run("bf16 operands M130 K64 F256", [&] { test_bf16_operands(130, 64, 256); });
+    run("bf16 operands M37 K30 F91", [&] { test_bf16_operands(37, 30, 91); });
 
     /* test_gpu_ops's shapes; 2100 rows: more than 32 blocks of 64 rows, so
      * the dw/db reduction's lanes add several partials each */
