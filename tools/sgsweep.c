@@ -3,8 +3,9 @@
  * (docs/sweeps.md).
  *
  *   sgsweep plan   SWEEP            the task table, the sgtrain analyze and sbatch commands (nothing runs)
- *   sgsweep run    SWEEP --local    run the tasks here in order: skip done, resume interrupted;
- *                                   each run's analyses right after it
+ *   sgsweep run    SWEEP --local [--jobs N | --gpus LIST]
+ *                                   run the tasks here in order, one at a time or several at once:
+ *                                   skip done, resume interrupted; each run's analyses right after it
  *   sgsweep status SWEEP            each task's state
  *   sgsweep rerun  SWEEP [--local] [--fresh]   only the failed tasks (locally, or as arrays)
  *   sgsweep submit SWEEP            sbatch one array per group, one per analyses entry (each task
@@ -32,6 +33,7 @@
 
 #include "arms.h"
 #include "fsutil.h"
+#include "proc.h"
 #include "sweep.h"
 
 static const char USAGE[] =
@@ -41,10 +43,14 @@ static const char USAGE[] =
     "  run --local               run every task on this machine, in order, each run's analyses right\n"
     "                            after it; finished tasks are skipped, interrupted ones resumed; then\n"
     "                            the report\n"
+    "      --jobs N              N tasks at once, each with its share of the cores (OMP_NUM_THREADS);\n"
+    "                            their output goes to their logs alone\n"
+    "      --gpus LIST           one task at a time on each GPU of LIST (0,1,2,3 or GPU UUIDs; a GPU\n"
+    "                            named twice takes two), through CUDA_VISIBLE_DEVICES\n"
     "  status                    each task's state, from its run directory (and squeue when present)\n"
     "  rerun [--local] [--fresh] only the failed tasks, and the analyses of failed runs (--fresh: move\n"
     "                            failed run directories aside and start over instead of resuming from\n"
-    "                            the last good checkpoint)\n"
+    "                            the last good checkpoint; --local takes --jobs and --gpus too)\n"
     "  submit                    sbatch one array job per group, one per analyses entry (each task after\n"
     "                            its training task) and a report job (what slurm/grid.sh runs)\n"
     "  task --group G --index I  run one training task (what slurm/task.sh runs in each array task)\n"
@@ -80,58 +86,7 @@ static void find_self(void) {
 static volatile sig_atomic_t got_signal;
 static void on_signal(int s) { got_signal = s; }
 
-/* Run ARGV, its output to the terminal and, when LOG is given, to LOG too.
- * SIGINT/SIGTERM here become SIGTERM for the child, SIGUSR1 stays SIGUSR1:
- * sgtrain checkpoints on either and exits 75.  Returns the exit status
- * (128+N for a signal), -1 if it could not start. */
-static int run_child(char **argv, const char *log) {
-    int pfd[2] = {-1, -1};
-    if (log && pipe(pfd)) return -1;
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        setpgid(0, 0); /* Ctrl-C reaches the parent, which asks the child to checkpoint */
-        if (log) {
-            dup2(pfd[1], 1);
-            dup2(pfd[1], 2);
-            close(pfd[0]);
-            close(pfd[1]);
-        }
-        execvp(argv[0], argv);
-        fprintf(stderr, "sgsweep: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    FILE *lf = NULL;
-    if (log) {
-        close(pfd[1]);
-        lf = fopen(log, "a");
-    }
-    int forwarded = 0;
-    char buf[8192];
-    for (;;) {
-        if (got_signal && !forwarded) {
-            kill(pid, got_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
-            forwarded = 1;
-        }
-        if (log) {
-            ssize_t k = read(pfd[0], buf, sizeof buf);
-            if (k > 0) {
-                fwrite(buf, 1, (size_t)k, stderr);
-                if (lf) fwrite(buf, 1, (size_t)k, lf);
-                continue;
-            }
-            if (k < 0 && errno == EINTR) continue;
-            close(pfd[0]);
-            log = NULL; /* EOF: the child closed its output; now wait for it */
-        }
-        int st;
-        pid_t w = waitpid(pid, &st, 0);
-        if (w < 0 && errno == EINTR) continue;
-        if (lf) fclose(lf);
-        if (w < 0) return -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-}
+static int run_child(char **argv, const char *log) { return proc_run_tee(argv, log, NULL, &got_signal); }
 
 /* Run argv and capture its stdout (for sbatch --parsable and squeue);
  * QUIET sends its stderr to /dev/null. */
@@ -732,17 +687,23 @@ static void record_failure(const Loaded *L, const SweepAnTask *a, char **argv, i
         fprintf(stderr, "sgsweep: cannot record the failure: %s\n", err);
 }
 
-/* Run analysis task A (output to the terminal and LOG).  A failure is
- * recorded (RUN/analysis/failed-ENTRY.json) unless a signal stopped it; a
- * success removes an earlier record.  Returns sgtrain's exit status. */
-static int run_analysis(const Loaded *L, const SweepAnTask *a, const char *log) {
-    char **argv = sweep_analyze_argv(&L->s, an_run(L, a), a);
-    if (!argv) return die(1, "out of memory");
-    int rc = run_child(argv, log);
+/* What an analysis's exit status leaves behind: a failure is recorded
+ * (RUN/analysis/failed-ENTRY.json) unless a signal stopped it; a success
+ * removes an earlier record. */
+static void analysis_finished(const Loaded *L, const SweepAnTask *a, char **argv, int rc, const char *log) {
     char path[SW_PATH * 2];
     sweep_analysis_failed_path(&L->s, an_run(L, a), a, path, sizeof path);
     if (rc == 0) unlink(path);
     else if (!got_signal) record_failure(L, a, argv, rc, log);
+}
+
+/* Run analysis task A (output to the terminal and LOG).  Returns sgtrain's
+ * exit status. */
+static int run_analysis(const Loaded *L, const SweepAnTask *a, const char *log) {
+    char **argv = sweep_analyze_argv(&L->s, an_run(L, a), a);
+    if (!argv) return die(1, "out of memory");
+    int rc = run_child(argv, log);
+    analysis_finished(L, a, argv, rc, log);
     sweep_argv_free(argv);
     return rc;
 }
@@ -754,112 +715,258 @@ static void move_aside(const char *dir, char *aside, size_t n) {
     }
 }
 
-/* Local execution, in task order: every training task in STATES (failed
- * ones when RERUN), each followed by its run's analyses (those not run yet;
- * when RERUN, the failed ones and those of failed runs). */
-static int run_local(Loaded *L, int rerun, int fresh) {
+/* ---- local execution ---------------------------------------------------------------------- */
+
+/* Where local work runs (--jobs, --gpus): SLOTS tasks at once.  With one
+ * slot a task's output also goes to the terminal; with more it goes to its
+ * log alone.  gpu[s], when given, is slot s's CUDA_VISIBLE_DEVICES, so a
+ * GPU named twice takes two tasks at once. */
+typedef struct {
+    int slots;
+    char **gpu;
+    int threads; /* OMP_NUM_THREADS for each task; 0: the environment's */
+} Places;
+
+/* A slot works through one run at a time: its training task (when that is
+ * to run), then the run's analyses in entry order, each started when the
+ * one before it has ended, so an analysis always follows its run. */
+typedef struct {
+    int idx;
+    pid_t pid;   /* the running child, 0 when none */
+    int task;    /* the run whose work this slot does, -1 when none */
+    int an;      /* the running analysis (index into L->a), -1: the training task */
+    int next_an; /* the next analysis to consider */
+    char **argv;
+    char log[SW_PATH * 3];
+    char *env[3];
+    char env_gpu[96], env_threads[40];
+    time_t t0;
+    int forwarded; /* the signal has been passed on to the child */
+} Slot;
+
+typedef struct {
+    Loaded *L;
+    const Places *P;
+    unsigned states, an_want;
+    int fresh;
+    AnState *ast; /* the analyses' states when the sweep started */
+    int next_task, k, todo, stop, rc;
+    int done, failed, skipped, an_done, an_failed, an_skipped, an_blocked;
+    char logdir[SW_PATH * 2], anlogdir[SW_PATH * 2 + 16];
+} Exec;
+
+/* " on GPU 1: log PATH" for a task of several at once; "" for one at a time */
+static const char *slot_where(const Exec *X, const Slot *sl, char *buf, size_t n) {
+    if (X->P->slots == 1) return "";
+    if (X->P->gpu) snprintf(buf, n, " on GPU %s: log %s", X->P->gpu[sl->idx], sl->log);
+    else snprintf(buf, n, ": log %s", sl->log);
+    return buf;
+}
+
+/* The next piece of work for slot SL: 1 with SL's argv, log and kind set
+ * (and the start announced), 0 when the sweep has none left to give. */
+static int next_work(Exec *X, Slot *sl) {
+    const Loaded *L = X->L;
     const Sweep *s = &L->s;
-    const unsigned states = rerun ? FAILED_ONLY : RUNNABLE;
-    const unsigned an_want = rerun ? AN_RERUN : AN_SUBMIT;
-    char logdir[SW_PATH * 2], anlogdir[SW_PATH * 2 + 16], err[512];
-    snprintf(logdir, sizeof logdir, "%s/%s", s->out, s->log_dir);
-    snprintf(anlogdir, sizeof anlogdir, "%s/analysis", logdir);
-    if (fs_mkdir_p(logdir, err, sizeof err) || (L->na && fs_mkdir_p(anlogdir, err, sizeof err))) return die(1, "%s", err);
-    install_signals();
-    int todo = 0, done = 0, failed = 0, skipped = 0;
-    int an_done = 0, an_failed = 0, an_skipped = 0, an_blocked = 0;
-    AnState *ast = calloc((size_t)L->na + 1, sizeof *ast);
-    if (!ast) return die(1, "out of memory");
-    for (int i = 0; i < L->n; i++) todo += (states >> sweep_task_state(&L->t[i], NULL)) & 1;
-    for (int j = 0; j < L->na; j++) {
-        ast[j] = an_state(L, &L->a[j]);
-        todo += (an_want >> ast[j] & 1) && (rerun || ast[j] != AS_BLOCKED);
-    }
-    int k = 0, rc = 0;
-    for (int i = 0; i < L->n && !rc; i++) {
-        const SweepTask *t = &L->t[i];
-        const SweepGroup *G = &s->groups[t->group];
-        TaskState st = sweep_task_state(t, NULL);
-        if (!((states >> st) & 1)) {
-            skipped += st == TS_DONE;
-            failed += st == TS_FAILED && !(states & FAILED_ONLY);
-        } else {
-            k++;
-            if (fresh && st == TS_FAILED) {
-                char aside[sizeof t->dir + 32];
-                move_aside(t->dir, aside, sizeof aside);
-                if (rename(t->dir, aside)) {
-                    rc = die(1, "%s: cannot move aside to %s: %s", t->dir, aside, strerror(errno));
-                    break;
-                }
-                fprintf(stderr, "sgsweep: moved %s aside to %s\n", t->dir, aside);
-            }
-            fprintf(stderr, "sgsweep: [%d/%d] %s %s seed %ld (%s)\n", k, todo, G->name, arm_at(t->arm)->name, t->seed,
-                    st == TS_PENDING ? "new" : st == TS_FAILED ? "rerun of a failed run" : "resuming");
-            char **argv = sweep_train_argv(s, t);
-            char log[SW_PATH * 3];
-            snprintf(log, sizeof log, "%s/%s-%s-s%ld.log", logdir, G->name, arm_at(t->arm)->name, t->seed);
-            int r = argv ? run_child(argv, log) : -1;
-            sweep_argv_free(argv);
-            if (r == 0) done++;
-            else if (r == 75 || got_signal) {
-                fprintf(stderr, "sgsweep: interrupted; %s checkpointed. Run the same command again to resume.\n",
-                        t->dir);
-                rc = 75;
-                break;
-            } else {
-                failed++;
-                fprintf(stderr, "sgsweep: %s %s seed %ld failed (exit %d); log %s\n", G->name, arm_at(t->arm)->name,
-                        t->seed, r, log);
-            }
-        }
-        /* the analyses of this run */
-        for (int j = 0; j < L->na && !rc; j++) {
+    char where[SW_PATH * 4];
+    for (;;) {
+        for (; sl->task >= 0 && sl->next_an < L->na; sl->next_an++) {
+            const int j = sl->next_an;
             const SweepAnTask *a = &L->a[j];
-            if (a->task != i) continue;
+            if (a->task != sl->task) continue;
             char id[256];
             an_id(L, a, id, sizeof id);
-            if (!(an_want >> ast[j] & 1)) {
-                an_skipped += ast[j] == AS_DONE;
-                an_failed += ast[j] == AS_FAILED;
+            if (!(X->an_want >> X->ast[j] & 1)) {
+                X->an_skipped += X->ast[j] == AS_DONE;
+                X->an_failed += X->ast[j] == AS_FAILED;
                 continue;
             }
             AnState now = an_state(L, a);
             if (now == AS_BLOCKED || now == AS_WAITING) {
-                an_blocked++;
+                X->an_blocked++;
                 fprintf(stderr, "sgsweep: %s skipped: its training run %s\n", id,
                         now == AS_BLOCKED ? "failed" : "is not done");
                 continue;
             }
             if (now == AS_DONE) {
-                an_skipped++;
+                X->an_skipped++;
                 continue;
             }
-            k++;
-            const SweepAnalysis *E = &s->analyses[a->entry];
-            fprintf(stderr, "sgsweep: [%d/%d] %s (%s)\n", k, todo, id,
-                    now == AS_FAILED ? "rerun of a failed analysis" : "new");
-            char log[SW_PATH * 3];
-            snprintf(log, sizeof log, "%s/%s-%s-s%ld.log", anlogdir, E->name, arm_at(t->arm)->name, t->seed);
-            int r = run_analysis(L, a, log);
-            if (r == 0) an_done++;
-            else if (got_signal) {
-                fprintf(stderr, "sgsweep: interrupted; %s is not done. Run the same command again to redo it.\n", id);
-                rc = 75;
-            } else {
-                an_failed++;
-                fprintf(stderr, "sgsweep: %s failed (exit %d); log %s\n", id, r, log);
+            const SweepTask *t = an_run(L, a);
+            snprintf(sl->log, sizeof sl->log, "%s/%s-%s-s%ld.log", X->anlogdir, s->analyses[a->entry].name,
+                     arm_at(t->arm)->name, t->seed);
+            sl->argv = sweep_analyze_argv(s, t, a);
+            sl->an = j;
+            sl->next_an = j + 1;
+            fprintf(stderr, "sgsweep: [%d/%d] %s (%s)%s\n", ++X->k, X->todo, id,
+                    now == AS_FAILED ? "rerun of a failed analysis" : "new", slot_where(X, sl, where, sizeof where));
+            return 1;
+        }
+        if (X->next_task >= L->n) return 0;
+        const int i = X->next_task++;
+        const SweepTask *t = &L->t[i];
+        const SweepGroup *G = &s->groups[t->group];
+        sl->task = i;
+        sl->next_an = 0;
+        TaskState st = sweep_task_state(t, NULL);
+        if (!((X->states >> st) & 1)) {
+            X->skipped += st == TS_DONE;
+            X->failed += st == TS_FAILED && !(X->states & FAILED_ONLY);
+            continue;
+        }
+        if (X->fresh && st == TS_FAILED) {
+            char aside[sizeof t->dir + 32];
+            move_aside(t->dir, aside, sizeof aside);
+            if (rename(t->dir, aside)) {
+                X->rc = die(1, "%s: cannot move aside to %s: %s", t->dir, aside, strerror(errno));
+                X->stop = 1;
+                return 0;
             }
+            fprintf(stderr, "sgsweep: moved %s aside to %s\n", t->dir, aside);
+        }
+        snprintf(sl->log, sizeof sl->log, "%s/%s-%s-s%ld.log", X->logdir, G->name, arm_at(t->arm)->name, t->seed);
+        sl->argv = sweep_train_argv(s, t);
+        sl->an = -1;
+        fprintf(stderr, "sgsweep: [%d/%d] %s %s seed %ld (%s)%s\n", ++X->k, X->todo, G->name, arm_at(t->arm)->name,
+                t->seed, st == TS_PENDING ? "new" : st == TS_FAILED ? "rerun of a failed run" : "resuming",
+                slot_where(X, sl, where, sizeof where));
+        return 1;
+    }
+}
+
+/* The end of slot SL's child, with exit status R (-1: it did not start). */
+static void work_ended(Exec *X, Slot *sl, int r) {
+    const Loaded *L = X->L;
+    const int several = X->P->slots > 1;
+    const long secs = (long)(time(NULL) - sl->t0);
+    char id[256];
+    if (sl->an >= 0) {
+        const SweepAnTask *a = &L->a[sl->an];
+        an_id(L, a, id, sizeof id);
+        if (sl->argv) analysis_finished(L, a, sl->argv, r, sl->log);
+        if (r == 0) {
+            X->an_done++;
+            if (several) fprintf(stderr, "sgsweep: %s done in %ld s\n", id, secs);
+        } else if (got_signal) {
+            fprintf(stderr, "sgsweep: interrupted; %s is not done. Run the same command again to redo it.\n", id);
+            X->rc = 75;
+        } else {
+            X->an_failed++;
+            fprintf(stderr, "sgsweep: %s failed (exit %d); log %s\n", id, r, sl->log);
+        }
+    } else {
+        const SweepTask *t = &L->t[sl->task];
+        task_id(L, t, id, sizeof id);
+        if (r == 0) {
+            X->done++;
+            if (several) fprintf(stderr, "sgsweep: %s done in %ld s\n", id, secs);
+        } else if (r == 75 || got_signal) {
+            fprintf(stderr, "sgsweep: interrupted; %s checkpointed. Run the same command again to resume.\n", t->dir);
+            X->rc = 75;
+            X->stop = 1;
+            sl->task = -1; /* an interrupted run's analyses wait for the next sweep */
+        } else {
+            X->failed++;
+            fprintf(stderr, "sgsweep: %s %s seed %ld failed (exit %d); log %s\n", L->s.groups[t->group].name,
+                    arm_at(t->arm)->name, t->seed, r, sl->log);
         }
     }
-    free(ast);
-    if (rc) return rc;
-    fprintf(stderr, "sgsweep: %d run now, %d already done, %d failed\n", done, skipped, failed);
+    if (got_signal) X->stop = 1;
+    sweep_argv_free(sl->argv);
+    sl->argv = NULL;
+    sl->pid = 0;
+}
+
+/* Start SL's work: run it here and now with one slot, else in the
+ * background.  Returns 1 when a child is left running. */
+static int start_work(Exec *X, Slot *sl) {
+    int k = 0;
+    if (X->P->gpu) {
+        snprintf(sl->env_gpu, sizeof sl->env_gpu, "CUDA_VISIBLE_DEVICES=%s", X->P->gpu[sl->idx]);
+        sl->env[k++] = sl->env_gpu;
+    }
+    if (X->P->threads) {
+        snprintf(sl->env_threads, sizeof sl->env_threads, "OMP_NUM_THREADS=%d", X->P->threads);
+        sl->env[k++] = sl->env_threads;
+    }
+    sl->env[k] = NULL;
+    sl->t0 = time(NULL);
+    sl->forwarded = 0;
+    if (X->P->slots == 1) {
+        work_ended(X, sl, sl->argv ? proc_run_tee(sl->argv, sl->log, sl->env, &got_signal) : -1);
+        return 0;
+    }
+    pid_t pid = sl->argv ? proc_spawn(sl->argv, sl->log, sl->env) : -1;
+    if (pid < 0) {
+        work_ended(X, sl, -1);
+        return 0;
+    }
+    sl->pid = pid;
+    return 1;
+}
+
+/* Local execution: every training task in STATES (failed ones when
+ * RERUN), each followed by its run's analyses (those not run yet; when
+ * RERUN, the failed ones and those of failed runs), in task order, P->slots
+ * at a time.  Ctrl-C asks every running task to checkpoint. */
+static int run_local(Loaded *L, int rerun, int fresh, const Places *P) {
+    const Sweep *s = &L->s;
+    Exec X = {.L = L, .P = P, .fresh = fresh};
+    X.states = rerun ? FAILED_ONLY : RUNNABLE;
+    X.an_want = rerun ? AN_RERUN : AN_SUBMIT;
+    char err[512];
+    snprintf(X.logdir, sizeof X.logdir, "%s/%s", s->out, s->log_dir);
+    snprintf(X.anlogdir, sizeof X.anlogdir, "%s/analysis", X.logdir);
+    if (fs_mkdir_p(X.logdir, err, sizeof err) || (L->na && fs_mkdir_p(X.anlogdir, err, sizeof err)))
+        return die(1, "%s", err);
+    install_signals();
+    X.ast = calloc((size_t)L->na + 1, sizeof *X.ast);
+    Slot *slots = calloc((size_t)P->slots, sizeof *slots);
+    if (!X.ast || !slots) {
+        free(X.ast), free(slots);
+        return die(1, "out of memory");
+    }
+    for (int i = 0; i < L->n; i++) X.todo += (X.states >> sweep_task_state(&L->t[i], NULL)) & 1;
+    for (int j = 0; j < L->na; j++) {
+        X.ast[j] = an_state(L, &L->a[j]);
+        X.todo += (X.an_want >> X.ast[j] & 1) && (rerun || X.ast[j] != AS_BLOCKED);
+    }
+    for (int i = 0; i < P->slots; i++) slots[i] = (Slot){.idx = i, .task = -1};
+    int running = 0;
+    for (;;) {
+        for (int i = 0; i < P->slots; i++)
+            while (!slots[i].pid && !X.stop && !got_signal && next_work(&X, &slots[i]))
+                running += start_work(&X, &slots[i]);
+        if (!running) break;
+        /* Several children: poll, so that a signal that lands between the
+         * check and the wait is still passed on within 50 ms. */
+        for (int i = 0; got_signal && i < P->slots; i++)
+            if (slots[i].pid && !slots[i].forwarded) {
+                kill(slots[i].pid, got_signal == SIGUSR1 ? SIGUSR1 : SIGTERM);
+                slots[i].forwarded = 1;
+            }
+        int st;
+        pid_t w = waitpid(-1, &st, WNOHANG);
+        if (w == 0 || (w < 0 && errno == EINTR)) {
+            nanosleep(&(struct timespec){0, 50000000}, NULL);
+            continue;
+        }
+        if (w < 0) break; /* no child left: cannot happen while running > 0 */
+        for (int i = 0; i < P->slots; i++)
+            if (slots[i].pid == w) {
+                running--;
+                work_ended(&X, &slots[i], proc_exit_code(st));
+            }
+    }
+    free(slots);
+    free(X.ast);
+    if (X.rc) return X.rc;
+    fprintf(stderr, "sgsweep: %d run now, %d already done, %d failed\n", X.done, X.skipped, X.failed);
     if (L->na)
         fprintf(stderr, "sgsweep: analyses: %d run now, %d already done, %d failed, %d skipped (their run failed)\n",
-                an_done, an_skipped, an_failed, an_blocked);
+                X.an_done, X.an_skipped, X.an_failed, X.an_blocked);
     int rr = run_report(L);
-    int bad = failed || an_failed || an_blocked;
+    int bad = X.failed || X.an_failed || X.an_blocked;
     if (bad) fprintf(stderr, "sgsweep: rerun the failed tasks with: sgsweep rerun %s --local\n", s->path);
     return bad ? 1 : rr;
 }
@@ -1068,25 +1175,73 @@ static int cmd_task_analysis(Loaded *L, const char *entry, long index) {
     return run_analysis(L, a, NULL);
 }
 
+/* --jobs N: N tasks at once, 1 to SLOTS_MAX */
+enum { SLOTS_MAX = 256 };
+static int parse_jobs(const char *v, Places *P) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || errno || n < 1 || n > SLOTS_MAX)
+        return die(2, "--jobs: expected a whole number of tasks at once, 1 to %d, got \"%s\"", SLOTS_MAX, v), 1;
+    P->slots = (int)n;
+    return 0;
+}
+
+/* --gpus LIST: comma-separated CUDA device names (indices, or GPU-/MIG-
+ * UUIDs), one task at a time on each entry; they become
+ * CUDA_VISIBLE_DEVICES, so only letters, digits, '-' and ':' pass. */
+static int parse_gpus(const char *v, Places *P) {
+    int n = 1;
+    for (const char *c = v; *c; c++) n += *c == ',';
+    if (n > SLOTS_MAX) return die(2, "--gpus: %d entries; at most %d tasks run at once", n, SLOTS_MAX), 1;
+    size_t len = strlen(v);
+    char **g = malloc(sizeof *g * (size_t)n + len + 1);
+    if (!g) return die(1, "out of memory"), 1;
+    char *text = memcpy((char *)(g + n), v, len + 1);
+    int k = 0;
+    for (char *tok = text, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next) *next++ = 0;
+        size_t span = strspn(tok, "0123456789abcdefABCDEFGHIJKLMNOPQRSTUVWXYZghijklmnopqrstuvwxyz-:");
+        if (!*tok || tok[span] || span > 80) {
+            free(g);
+            return die(2, "--gpus: expected CUDA device numbers or UUIDs separated by commas (such as 0,1,2,3), got "
+                          "\"%s\"",
+                       v),
+                   1;
+        }
+        g[k++] = tok;
+    }
+    P->gpu = g;
+    P->slots = k;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     find_self();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *cmd = argv[1], *path = NULL, *group = NULL, *analysis = NULL;
+    const char *cmd = argv[1], *path = NULL, *group = NULL, *analysis = NULL, *jobs = NULL, *gpus = NULL;
     int local = 0, fresh = 0;
     long index = -1;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--local")) local = 1;
         else if (!strcmp(argv[i], "--fresh")) fresh = 1;
+        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) jobs = argv[++i];
+        else if (!strcmp(argv[i], "--gpus") && i + 1 < argc) gpus = argv[++i];
         else if (!strcmp(argv[i], "--group") && i + 1 < argc) group = argv[++i];
         else if (!strcmp(argv[i], "--analysis") && i + 1 < argc) analysis = argv[++i];
         else if (!strcmp(argv[i], "--index") && i + 1 < argc) {
             char *end;
             index = strtol(argv[++i], &end, 10);
             if (*end || index < 0) return die(2, "--index: expected a non-negative integer, got \"%s\"", argv[i]);
-        } else if (argv[i][0] == '-') return die(2, "unknown option %s (see sgsweep --help)", argv[i]);
+        } else if (i + 1 == argc && (!strcmp(argv[i], "--group") || !strcmp(argv[i], "--analysis") ||
+                                     !strcmp(argv[i], "--index") || !strcmp(argv[i], "--jobs") ||
+                                     !strcmp(argv[i], "--gpus")))
+            return die(2, "%s needs a value (see sgsweep --help)", argv[i]);
+        else if (argv[i][0] == '-') return die(2, "unknown option %s (see sgsweep --help)", argv[i]);
         else if (!path) path = argv[i];
         else return die(2, "one sweep file at a time (got %s and %s)", path, argv[i]);
     }
@@ -1097,13 +1252,25 @@ int main(int argc, char **argv) {
     if (!path) return die(2, "%s: which sweep file? (sgsweep %s SWEEP.yaml)", cmd, cmd);
     if (!strcmp(cmd, "run") && !local)
         return die(2, "run: say where: --local runs here; on a cluster use sbatch slurm/grid.sh %s", path);
+    Places places = {.slots = 1};
+    if ((jobs || gpus) && !((!strcmp(cmd, "run") || !strcmp(cmd, "rerun")) && local))
+        return die(2, "--jobs and --gpus are for run --local and rerun --local (on a cluster, Slurm places the tasks)");
+    if (jobs && gpus)
+        return die(2, "--jobs or --gpus, not both: with --gpus one task runs on each GPU listed (name a GPU twice "
+                      "to run two tasks on it)");
+    if (jobs && parse_jobs(jobs, &places)) return 2;
+    if (gpus && parse_gpus(gpus, &places)) return 2;
+    if (places.slots > 1 && !getenv("OMP_NUM_THREADS")) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        places.threads = cores / places.slots > 1 ? (int)(cores / places.slots) : 1;
+    }
     if (!strcmp(cmd, "task") && (!group == !analysis || index < 0))
         return die(2, "task needs --group NAME --index N (a training task) or --analysis NAME --index N (an analysis)");
     Loaded L;
     int rc = load(&L, path);
     if (rc) return rc;
     if (!strcmp(cmd, "plan")) rc = cmd_plan(&L);
-    else if (!strcmp(cmd, "run")) rc = run_local(&L, 0, 0);
+    else if (!strcmp(cmd, "run")) rc = run_local(&L, 0, 0, &places);
     else if (!strcmp(cmd, "status")) rc = cmd_status(&L);
     else if (!strcmp(cmd, "rerun")) {
         int nf = 0;
@@ -1112,7 +1279,7 @@ int main(int argc, char **argv) {
         if (!nf) {
             printf("sgsweep: no failed task\n");
             rc = 0;
-        } else if (local) rc = run_local(&L, 1, fresh);
+        } else if (local) rc = run_local(&L, 1, fresh, &places);
         else {
             unsigned char *tsel = select_states(&L, FAILED_ONLY), *asel = select_an_states(&L, AN_RERUN);
             if (!tsel || !asel) rc = die(1, "out of memory");
@@ -1134,5 +1301,6 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "task")) rc = group ? cmd_task(&L, group, index) : cmd_task_analysis(&L, analysis, index);
     else rc = run_report(&L);
     unload(&L);
+    free(places.gpu);
     return rc;
 }
