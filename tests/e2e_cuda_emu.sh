@@ -215,6 +215,16 @@ rc=$?
 check '[ $rc -eq 2 ] && grep -q "24: SG_ATTN_WARP_ROWS must be 16 or 32" <<<"$out"' \
     "SG_ATTN_WARP_ROWS=24: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
+# SG_ATTN_DQ=stored: the battery under it (which compares it with the
+# recomputing dq kernel, bitwise); anything but recompute or stored stops the op
+out=$(SG_ATTN=mma SG_ATTN_DQ=stored "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+check 'grep -q "tiles=mma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
+    "SG_ATTN_DQ=stored under SG_ATTN=mma:"$'\n'"$out"
+out=$(SG_ATTN=mma SG_ATTN_DQ=store "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "store: SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\"" <<<"$out"' \
+    "SG_ATTN_DQ=store: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+
 # every case's outputs bitwise equal under every seed
 for b in att ops; do
     n=$(wc -l <"$W/digests.$b.$s1")

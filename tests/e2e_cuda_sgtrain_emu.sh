@@ -216,6 +216,17 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
+# SG_ATTN_DQ=stored: dQ from the dS the dK/dV kernel stored, the same bits
+# as recomputing it (kernels/cuda/attention_bwd_mma.cu), for every arm
+for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+    name=${cfg%%:*} flags=${cfg#*:}
+    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
+        SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
+            -o "$W/dqs-$name-$arm.st" >/dev/null 2>"$W/grads.log"
+        check 'cmp -s "$W/dqs-$name-$arm.st" "$W/emu-$name-$arm-mma.st" && grep -q "^sg attention: 2 backwards formed dQ from the stored dS$" "$W/grads.log"' \
+            "$name $arm SG_ATTN_DQ=stored: 2 backwards took dQ from the stored dS, gradients bitwise those recomputing it"$'\n'"$(cat "$W/grads.log")"
+    done
+done
 # SG_MATMUL_TUNE=1: the emulated heuristic offers 4 algorithms a shape, the
 # first choice, one with its bits (1), and two that look faster but round
 # otherwise: split-K (2) and C added apart (3), which differs only where C
@@ -369,8 +380,9 @@ timeout 300 "$EMU" $T --out "$W/s2" >"$W/s2-resume.log" 2>&1
 check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | tail -n 1)" -v b="$(losses "$W/n2" | tail -n 1)" "BEGIN { e = (a - b) / b; if (e < 0) e = -e; exit !(e <= 1e-5) }"' \
     "resumed on 1 emulated GPU, the run ends where 2 ranks end ($(crc "$W/s2") vs $(crc "$W/n2"); last loss $(losses "$W/s2" | tail -n 1) vs $(losses "$W/n2" | tail -n 1))"
 
-# a bad SG_ATTN: exit 2 before the run directory exists
+# a bad SG_ATTN or SG_ATTN_DQ: exit 2 before the run directory exists
 bad_env SG_ATTN fast
+bad_env SG_ATTN_DQ store
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
 EMU_GPUS=1 run dup 2

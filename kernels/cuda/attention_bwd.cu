@@ -416,18 +416,22 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     const int want_dc = a->phantom && a->sink && dsink;
 
     /* scratch: D [B,H,T] fp32, the dsink partials [B,H,nchunk] double, and
-     * for the mma tiles the packed Q, K, V, dO */
+     * for the mma tiles the packed Q, K, V, dO, and the stored dS when
+     * SG_ATTN_DQ=stored and it fits in ATTN_DS_MAX_BYTES */
     const int nchunk = (T + PRE_ROWS - 1) / PRE_ROWS;
     const bool mma = attn_use_mma();
+    const bool stored = mma && attn_dq_stored() && attn_ds_bytes(g) <= ATTN_DS_MAX_BYTES;
     /* the forward's packed Q, K, V (attention_pack.cu): then only dO is packed here */
     const sg_bf16 *kept = mma && sg_keep_copies() ? attn_pack_kept(q, k, v, a) : nullptr;
     const size_t d_bytes = attn_align(sizeof(float) * (size_t)B * H * T);
     const size_t c_bytes = attn_align(sizeof(double) * (size_t)B * H * nchunk);
-    const size_t p_bytes = mma ? (kept ? 1 : 4) * attn_pack_elems(g) * sizeof(sg_bf16) : 0;
-    unsigned char *scratch = (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes);
+    const size_t p_bytes = attn_align(mma ? (kept ? 1 : 4) * attn_pack_elems(g) * sizeof(sg_bf16) : 0);
+    const size_t s_bytes = stored ? attn_ds_bytes(g) : 0;
+    unsigned char *scratch = (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes + s_bytes);
     float *D = (float *)scratch;
     double *dc_part = (double *)(scratch + d_bytes);
     sg_bf16 *pack = mma ? (sg_bf16 *)(scratch + d_bytes + c_bytes) : nullptr;
+    sg_bf16 *ds = stored ? (sg_bf16 *)(scratch + d_bytes + c_bytes + p_bytes) : nullptr;
 
     attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
         D, dc_part, dout, out, lse, a->sink, g, want_dc);
@@ -449,7 +453,7 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
     else if (qk) sg_twin_none(dq, n3);
-    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin);
+    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
     else
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);

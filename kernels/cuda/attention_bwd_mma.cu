@@ -14,6 +14,11 @@
  *         over its own queries, the row's four lanes combined at the end.
  *   dq:   warp w keeps Q_w and dO_w as A operands: S = Q_w K_n^T,
  *         dP = dO_w V_n^T, dS packed into the A operand of dQ_w += dS K_n.
+ *   or, with SG_ATTN_DQ=stored, the dkdv kernel also writes each dS^T tile
+ *         it packs (bf16, 64 keys x 64 queries) to scratch, and a lighter
+ *         dq kernel reads them back for dQ_w += dS K_n alone: one product
+ *         a strip instead of three, and no exp, for a write and a read of
+ *         dS (2 bytes an element of the causal triangle).
  *
  * Both read the packed bf16 Q, K, V and dO (attn_pack, attention_cuda.h):
  * the block's own tiles once, and the tiles it walks by cp.async into two
@@ -143,6 +148,19 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
         }
 }
 
+/* A warp's packed dS^T strip (an A operand: keys r0 .. r0+15 of the
+ * tile, queries c0 .. c0+15) into a stored dS tile, row-major by key: each
+ * register is two adjacent queries of one key. */
+static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&a)[4], int r0, int c0, int lane) {
+    const int gq = lane >> 2, tq = lane & 3;
+    tc_reg *lo = reinterpret_cast<tc_reg *>(tile + (r0 + gq) * ATTN_BQ + c0 + 2 * tq);
+    tc_reg *hi = reinterpret_cast<tc_reg *>(tile + (r0 + gq + 8) * ATTN_BQ + c0 + 2 * tq);
+    lo[0] = a[0], hi[0] = a[1], lo[4] = a[2], hi[4] = a[3]; /* [4]: 8 queries on */
+}
+
+static long g_dq_stored; /* backwards whose dQ came from the stored dS */
+extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
+
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
@@ -150,7 +168,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
                              const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
-                             AttnGeom g) {
+                             sg_bf16 *__restrict__ ds, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -165,6 +183,12 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const bool active = kw0 < T; /* warp-uniform */
     const int key[2] = {kw0 + gq, kw0 + gq + 8};
     const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
+    /* the stored dS (or null): this (b,h)'s triangle; tile (kt, qt) is at
+     * qt (qt + 1) / 2 + kt.  Every element of each tile of column kt is
+     * written, zero where a strip is skipped, so its reader never meets
+     * memory nothing wrote. */
+    sg_bf16 *const dsh = ds ? ds + bh * (long)attn_ds_tiles(T) * (ATTN_BK * ATTN_BQ) : nullptr;
+    const tc_reg zero[4] = {0u, 0u, 0u, 0u};
 
     /* the block's K and V into region A, query tile kt (the diagonal one)
      * into buffer 0, one group */
@@ -200,14 +224,18 @@ static __global__ void __launch_bounds__(ATTN_NT)
         const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
-        if (active) {
+        sg_bf16 *const dst = dsh ? dsh + ((long)qt * (qt + 1) / 2 + kt) * (ATTN_BK * ATTN_BQ) : nullptr;
+        {
             /* below the diagonal tile every i > j; only the last tile has rows past T */
             const bool mask = qt == kt || q0 + ATTN_BQ > T;
 #pragma unroll 1
             for (int m = 0; m < ATTN_BQ / 16; ++m) {
                 const int mi0 = q0 + m * 16;
-                /* strip wholly above the diagonal (every i < every j) or past T */
-                if (mi0 + 15 < kw0 || mi0 >= T) continue;
+                /* keys past T, or a strip wholly above the diagonal (every i < every j) or past T */
+                if (!active || mi0 + 15 < kw0 || mi0 >= T) {
+                    if (dst) attn_st_ds(dst, zero, warp * 16, m * 16, lane);
+                    continue;
+                }
                 float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
                 attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, lane);
                 /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
@@ -216,6 +244,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 tc_reg pa[4], dsa[4];
                 tc_acc_to_a(pa, st);
                 tc_acc_to_a(dsa, dpt);
+                if (dst) attn_st_ds(dst, dsa, warp * 16, m * 16, lane);
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg ob[4], qb[4];
@@ -383,9 +412,101 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                           twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
+/* dQ from the stored dS (SG_ATTN_DQ=stored): per query tile, the key
+ * tiles at or left of the diagonal bring their K tile and the dS tile the
+ * dkdv kernel wrote, by cp.async into two buffers, and each warp adds
+ * dQ_w += dS_w K_n, dS_w read transposed from the key-major tile.  The
+ * m-tiles, strips, skips and order of products are the recomputing
+ * kernel's, so the same dS gives the same bits.  A buffer is a K tile,
+ * then a dS tile. */
+template <int DP>
+struct DqStoredLayout {
+    static constexpr int LDH = DP + 8;      /* K rows (bf16) */
+    static constexpr int LDS = ATTN_BQ + 8; /* dS rows (bf16): ldmatrix conflict-free */
+    static constexpr size_t S = attn_align(sizeof(sg_bf16) * ATTN_BK * LDH);
+    static constexpr size_t BUF = attn_align(S + sizeof(sg_bf16) * ATTN_BK * LDS);
+    static constexpr size_t BYTES = 2 * BUF;
+};
+
+template <int DP, int MT>
+static __global__ void __launch_bounds__(DqMma<MT>::NT)
+    attn_bwd_dq_stored_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ kp,
+                              const sg_bf16 *__restrict__ ds, sg_bf16 *__restrict__ twq, AttnGeom g) {
+    typedef DqStoredLayout<DP> L;
+    constexpr int NF = DP / 16, NT = DqMma<MT>::NT, RW = 16 * MT, TILE = ATTN_BK * ATTN_BQ;
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+
+    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
+    const sg_bf16 *kh = kp + slice;
+    /* row qt of the (b,h) triangle: tiles kt = 0 .. qt, one after another */
+    const sg_bf16 *dsq = ds + (bh * (long)attn_ds_tiles(T) + (long)qt * (qt + 1) / 2) * TILE;
+    const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
+    const bool active = qw0 < T; /* warp-uniform */
+
+    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem), kh, 0);
+    attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::S), dsq, 0);
+    tc_cp_commit();
+    float dqa[MT][DP / 8][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dqa[i][n][e] = 0.f;
+
+    for (int kt = 0; kt <= qt; ++kt) {
+        const int k0 = kt * ATTN_BK, cur = kt & 1;
+        if (kt < qt) { /* fetch the next tiles while these are used */
+            unsigned char *nb = attn_smem + (cur ^ 1) * L::BUF;
+            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(nb), kh, k0 + ATTN_BK);
+            attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(nb + L::S),
+                                                       dsq + (long)(kt + 1) * TILE, 0);
+            tc_cp_commit();
+            tc_cp_wait<1>();
+        } else {
+            tc_cp_wait<0>();
+        }
+        __syncthreads(); /* every thread's copies of tile kt are visible */
+        const sg_bf16 *Ks = reinterpret_cast<const sg_bf16 *>(attn_smem + cur * L::BUF);
+        const sg_bf16 *Ss = reinterpret_cast<const sg_bf16 *>(attn_smem + cur * L::BUF + L::S);
+
+        if (active) {
+#pragma unroll 1
+            for (int n = 0; n < ATTN_BK / 16; ++n) {
+                const int kn0 = k0 + n * 16;
+                if (kn0 > wlast || kn0 >= T) break;
+                tc_reg dsa[MT][4];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) tc_load_at<L::LDS>(dsa[i], Ss, warp * RW + 16 * i, n * 16, lane);
+#pragma unroll
+                for (int nd = 0; nd < NF; ++nd) {
+                    tc_reg kb[4];
+                    tc_load_b<L::LDH>(kb, Ks, n * 16, nd * 16, lane);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
+                        tc_mma(dqa[i][2 * nd], dsa[i], kb);
+                        tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
+                    }
+                }
+            }
+        }
+        if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
+    }
+
+    if (!active) return;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+        tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa[i], qw0 + 16 * i, T, g.d, g.scale, lane,
+                          twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
+}
+
 template <int DP>
 static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *qkvp, const sg_bf16 *gp,
-                                const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin) {
+                                const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin,
+                                sg_bf16 *ds) {
     /* the twin's parts at dk's and dv's offsets from dq; dv apart (a value
      * gate's input gradient) has no part in it and is always stored */
     const long C = (long)a->H * a->d;
@@ -396,10 +517,18 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
 
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
-                                                                       a->logbias, tk, tv, g);
+                                                                       a->logbias, tk, tv, ds, g);
     CUDA_LAUNCHED();
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
+        if (ds) {
+            const size_t sbytes = DqStoredLayout<DP>::BYTES;
+            attn_smem_attr(attn_bwd_dq_stored_kernel<DP, MT>, sbytes);
+            attn_bwd_dq_stored_kernel<DP, MT><<<grid, DqMma<MT>::NT, sbytes, sg_stream()>>>(dq, kp, ds, twin, g);
+            CUDA_LAUNCHED();
+            g_dq_stored++;
+            return;
+        }
         attn_smem_attr(attn_bwd_dq_mma_kernel<DP, MT>, smem);
         attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D,
                                                                                     a->logbias, twin, g);
@@ -409,7 +538,7 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin) {
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds) {
     const sg_bf16 *qkvp = kept, *gp = pack;
     if (kept) {
         const AttnPackSrc src = {{dout, nullptr, nullptr, nullptr}, {a->o_stride, 0, 0, 0}, g.vec};
@@ -420,6 +549,6 @@ void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout
         qkvp = pack, gp = pack + 3 * attn_pack_elems(g);
     }
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, qkvp, gp, lse, D, a, g, twin);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, qkvp, gp, lse, D, a, g, twin, ds);
     });
 }

@@ -195,6 +195,13 @@ template <int LD>
 static __device__ __forceinline__ void tc_load_b(tc_reg b[4], const sg_bf16 *tile, int r0, int c0, int lane) {
     tc_ldsm_x4_trans(b, tile + (r0 + (lane & 15)) * LD + c0 + (lane >> 4) * 8);
 }
+/* The A operand of rows r0 .. r0+15, columns c0 .. c0+15 of X^T, for a
+ * row-major bf16 X (X's rows are the operand's columns): tc_load_bt's
+ * addresses, read transposed. */
+template <int LD>
+static __device__ __forceinline__ void tc_load_at(tc_reg a[4], const sg_bf16 *tile, int r0, int c0, int lane) {
+    tc_ldsm_x4_trans(a, tile + (c0 + (lane & 7) + ((lane >> 4) << 3)) * LD + r0 + ((lane >> 3) & 1) * 8);
+}
 /* Two 16 x 8 accumulators as the A operand of their 16 columns. */
 static __device__ __forceinline__ void tc_acc_to_a(tc_reg a[4], const float x[][4]) {
     a[0] = tc_pack(x[0][0], x[0][1]);
@@ -286,6 +293,25 @@ bool attn_use_mma(void);
  * d <= 64, else 16).  For the benchmarks' comparison; d = 128 always
  * takes 16. */
 int attn_warp_rows(void);
+/* SG_ATTN_DQ: how the mma backward gets dQ.  "recompute" (the default):
+ * the dq kernel forms S, P, dP and dS again from Q, K, V and dO, three
+ * products a strip; "stored": the dK/dV kernel also writes each dS tile
+ * it forms (bf16, as the dK product reads it) to scratch, and the dq
+ * kernel only multiplies them by K, one product a strip, at the price of
+ * writing and reading dS once (attn_ds_bytes).  Read at every call. */
+bool attn_dq_stored(void);
+/* The stored dS of a backward: per (b,h) the tiles of the causal triangle
+ * (key tile kt <= query tile qt), row qt after row qt - 1, each 64 keys x
+ * 64 queries, row-major by key.  Above ATTN_DS_MAX_BYTES (1 GiB: 124M at
+ * B 8, T 1024 needs 107 MB) the backward recomputes instead. */
+static constexpr size_t ATTN_DS_MAX_BYTES = (size_t)1 << 30;
+static __host__ __device__ __forceinline__ size_t attn_ds_tiles(int T) {
+    const size_t n = (size_t)(T + ATTN_BQ - 1) / ATTN_BQ;
+    return n * (n + 1) / 2;
+}
+static inline size_t attn_ds_bytes(const AttnGeom &g) {
+    return (size_t)g.B * g.H * attn_ds_tiles(g.T) * ATTN_BK * ATTN_BQ * sizeof(sg_bf16);
+}
 /* f(std::integral_constant<int, MT>()) for the m-tiles a warp of the mma
  * forward and dQ kernels owns at padded head dim DP: 2 where they fit
  * (DP <= 64) unless SG_ATTN_WARP_ROWS=16, else 1 (MT = 2 is never
@@ -309,10 +335,11 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
  * twin: when dq, dk, dv are the three parts of one [B T, 3 H d] gradient,
  * its bf16 twin (dq's offsets), else null; kept: the forward's packed Q, K,
  * V (attn_pack_kept), and then pack has room for dO alone, else null and
- * pack room for all four */
+ * pack room for all four; ds: attn_ds_bytes of scratch for the stored dS
+ * (SG_ATTN_DQ=stored), or null to recompute it in the dq kernel */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin);
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds);
 
 /* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
  * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:

@@ -224,9 +224,17 @@ static int attn_rows_env(void) {
 }
 #define ATTN_ROWS_ERROR "SG_ATTN_WARP_ROWS must be 16 or 32 (the rows a warp owns in the mma forward and dQ kernels)"
 
-/* A bad SG_ATTN or SG_ATTN_WARP_ROWS stops the program as it loads, with
- * the usage status, before a run directory exists; attn_use_mma and
- * attn_warp_rows catch one set later. */
+/* 1 stored, 0 recompute or unset, -1 anything else */
+static int attn_dq_env(void) {
+    const char *e = getenv("SG_ATTN_DQ");
+    if (!e || !*e || !strcmp(e, "recompute")) return 0;
+    return !strcmp(e, "stored") ? 1 : -1;
+}
+#define ATTN_DQ_ERROR "SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\" (how the mma backward gets dQ)"
+
+/* A bad SG_ATTN, SG_ATTN_WARP_ROWS or SG_ATTN_DQ stops the program as it loads, with
+ * the usage status, before a run directory exists; attn_use_mma,
+ * attn_warp_rows and attn_dq_stored catch one set later. */
 __attribute__((constructor)) static void attn_check_env(void) {
     if (attn_tiles_env() < 0) {
         fprintf(stderr, "%s: " ATTN_TILES_ERROR "\n", getenv("SG_ATTN"));
@@ -236,12 +244,22 @@ __attribute__((constructor)) static void attn_check_env(void) {
         fprintf(stderr, "%s: " ATTN_ROWS_ERROR "\n", getenv("SG_ATTN_WARP_ROWS"));
         exit(2);
     }
+    if (attn_dq_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_DQ_ERROR "\n", getenv("SG_ATTN_DQ"));
+        exit(2);
+    }
 }
 
 bool attn_use_mma(void) {
     const int t = attn_tiles_env();
     if (t < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", ATTN_TILES_ERROR);
     return t == 1;
+}
+
+bool attn_dq_stored(void) {
+    const int r = attn_dq_env();
+    if (r < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_DQ", ATTN_DQ_ERROR);
+    return r == 1;
 }
 
 int attn_warp_rows(void) {

@@ -149,6 +149,7 @@ sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnA
 
 static void print_stats(void) {
     fprintf(stderr, "sg attention: %ld backwards took their forward's packed Q, K, V\n", g_packs_reused);
+    if (sg_attn_dq_stored()) fprintf(stderr, "sg attention: %ld backwards formed dQ from the stored dS\n", sg_attn_dq_stored());
 }
 
 const sg_bf16 *attn_pack_kept(const real *q, const real *k, const real *v, const AttnArgs *a) {

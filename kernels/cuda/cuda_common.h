@@ -103,6 +103,7 @@ int sg_keep_copies(void);
 /* How many mma backwards took their forward's packed Q, K, V
  * (attention_pack.cu; tests). */
 long sg_attn_packs_reused(void);
+long sg_attn_dq_stored(void); /* backwards whose dQ came from the stored dS (SG_ATTN_DQ=stored) */
 /* op_free's count (runtime.cu): an address may come back for another
  * buffer, so what a table keyed by address holds from before the count
  * moved is not used (attention_pack.cu). */

@@ -52,6 +52,7 @@ long sg_matmul_casts_skipped(void); /* kernels/cuda/matmul.cu */
 long sg_matmul_stores_skipped(void);
 void sg_matmul_forget(void);
 long sg_attn_packs_reused(void); /* kernels/cuda/attention_pack.cu */
+long sg_attn_dq_stored(void);    /* kernels/cuda/attention_bwd_mma.cu */
 void sg_count_free(void);         /* what op_free does to that table */
 void cuda_op_matmul_only(const real *buf, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
@@ -98,6 +99,20 @@ static int with_other_rows(F &&f) {
     if (was) setenv("SG_ATTN_WARP_ROWS", keep.c_str(), 1);
     else unsetenv("SG_ATTN_WARP_ROWS");
     return other;
+}
+
+/* f() with SG_ATTN_DQ at the choice it does not hold now (how the mma
+ * backward gets dQ, attention_bwd_mma.cu); true when that was "stored" */
+template <class F>
+static bool with_other_dq(F &&f) {
+    const char *was = getenv("SG_ATTN_DQ");
+    const std::string keep = was ? was : "";
+    const bool stored = keep != "stored";
+    setenv("SG_ATTN_DQ", stored ? "stored" : "recompute", 1);
+    f();
+    if (was) setenv("SG_ATTN_DQ", keep.c_str(), 1);
+    else unsetenv("SG_ATTN_DQ");
+    return stored;
 }
 
 static void test_attention(const AttnCase &c) {
@@ -238,6 +253,17 @@ static void test_attention(const AttnCase &c) {
         CHECK(sg_attn_packs_reused() == r0, "%s: a kept pack was taken after an op_free", g_tag.c_str());
     }
     if (mma_tiles && d <= 64) with_other_rows([&] { bwd_again("with the other SG_ATTN_WARP_ROWS"); });
+    if (mma_tiles) {
+        /* dQ from the dS tiles the dK/dV kernel stored, or recomputed in
+         * the dq kernel: the same dS and the same order of products, so
+         * the same bits (with either rows a warp) */
+        const long st0 = sg_attn_dq_stored();
+        const bool stored = with_other_dq([&] { bwd_again("with the other SG_ATTN_DQ"); });
+        CHECK(sg_attn_dq_stored() - st0 == (stored ? 1 : 0), "%s: %ld backwards formed dQ from the stored dS, want %d",
+              g_tag.c_str(), sg_attn_dq_stored() - st0, stored ? 1 : 0);
+        if (d <= 64)
+            with_other_dq([&] { with_other_rows([&] { bwd_again("with the other SG_ATTN_DQ and SG_ATTN_WARP_ROWS"); }); });
+    }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);
     same("dv", strided(dvp, rows, C, vs, 0), strided(dv_rp, rows, C, vs, 0), g_bf16);

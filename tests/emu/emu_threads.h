@@ -45,6 +45,7 @@
 #define __global__
 #define __device__
 #define __host__
+#define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))

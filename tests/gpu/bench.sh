@@ -9,7 +9,8 @@
 #     the 124M shapes against one 8192^3 product (the library's own rate),
 #     untuned and tuned (SG_MATMUL_TUNE), and attention forward + backward
 #     TFLOP/s for every arm at the 124M shape, for the wmma tiles and the mma
-#     tiles with two and with one m-tile a warp (SG_ATTN_WARP_ROWS);
+#     tiles with two and with one m-tile a warp (SG_ATTN_WARP_ROWS), and with
+#     dQ from the stored dS (SG_ATTN_DQ=stored);
 #     then bench_gpu --gates: the gate ops' GB/s at the 124M shape against a
 #     device-to-device copy's in the same process.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
@@ -177,6 +178,10 @@ if att and att.get("attention", {}).get("arms"):
         print("  with SG_ATTN=mma SG_ATTN_WARP_ROWS=16 (one m-tile a warp): TFLOP/s "
               + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma16"].items()))
         summary["attention_tflops_mma16"] = {k: v["tflops"] for k, v in a["arms_mma16"].items()}
+    if a.get("arms_mma_dqs"):
+        print("  with SG_ATTN=mma SG_ATTN_DQ=stored (dQ from the stored dS): TFLOP/s "
+              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma_dqs"].items()))
+        summary["attention_tflops_mma_dqs"] = {k: v["tflops"] for k, v in a["arms_mma_dqs"].items()}
 if att and att.get("matmul"):
     print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
           + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))

@@ -626,12 +626,15 @@ int main(int argc, char **argv) {
         /* both tile kernels (SG_ATTN, kernels/cuda/attention_cuda.h): "arms"
          * holds the default's figures, "arms_mma" the register-resident ones
          * (two m-tiles a warp at d 64), "arms_mma16" those with one
-         * (SG_ATTN_WARP_ROWS=16) */
-        static const char *const tiles[] = {"wmma", "mma", "mma16"};
-        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16"};
-        for (int ki = 0; ki < 3; ki++) {
+         * (SG_ATTN_WARP_ROWS=16), "arms_mma_dqs" those with dQ from the
+         * stored dS (SG_ATTN_DQ=stored) */
+        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs"};
+        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16", "arms_mma_dqs"};
+        for (int ki = 0; ki < 4; ki++) {
             setenv("SG_ATTN", ki ? "mma" : "wmma", 1);
             if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
+            else unsetenv("SG_ATTN_WARP_ROWS");
+            if (ki == 3) setenv("SG_ATTN_DQ", "stored", 1);
             if (js) fprintf(js, ", \"%s\": {", keys[ki]);
             int first = 1;
             for (int ai = 0; ai < arm_count(); ai++) {
@@ -655,6 +658,7 @@ int main(int argc, char **argv) {
         }
         unsetenv("SG_ATTN");
         unsetenv("SG_ATTN_WARP_ROWS");
+        unsetenv("SG_ATTN_DQ");
         printf("\n");
     }
     if (js) {

@@ -9,9 +9,10 @@
 #  3. a 50-step loss trajectory of four arms against the CPU (each step's
 #     loss within 2% relative: bf16 matmuls versus fp32);
 #  4. determinism of training: two CUDA runs give the same parameters bit for bit;
-#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma; and
-#  under it, the gradients with SG_MATMUL_TUNE=1 and with
-#  SG_ATTN_WARP_ROWS=16 bitwise those without)
+#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma; 2
+#  also with dQ from the stored dS, SG_ATTN_DQ=stored; and under SG_ATTN=mma,
+#  the gradients with SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise
+#  those without)
 #  5. `sgtrain analyze` of the same checkpoints on both backends: every loss of
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
@@ -52,9 +53,11 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     name=${cfg%%:*} flags=${cfg#*:}
     for arm in $ARMS; do
         "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-$name-$arm.st" >/dev/null
-        for tiles in wmma mma; do # the attention's two tile kernels (SG_ATTN)
-            SG_ATTN=$tiles "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" \
-                -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
+        # the attention's two tile kernels (SG_ATTN), and the mma backward
+        # with dQ from the stored dS (SG_ATTN_DQ=stored)
+        for tiles in wmma mma mma-dqs; do
+            SG_ATTN=${tiles%-dqs} SG_ATTN_DQ=$([ $tiles = mma-dqs ] && echo stored || echo recompute) \
+                "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
             out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm-$tiles.st" \
                 "$name $arm $tiles" 2>&1)
             if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi

@@ -18,6 +18,8 @@
 # memcheck and racecheck; the training run under memcheck; initcheck; memcheck
 # of renorm; initcheck of shared memory (where the sanitizer has
 # --initcheck-address-space); then racecheck and memcheck of the other arms.
+# Variant dqs runs with SG_ATTN_DQ=stored (dQ from the dS tiles the dK/dV
+# kernel stores; initcheck shows that its reader meets no unwritten memory).
 # A case passes when the sanitizer exits 0 and its summary reports 0 errors
 # (racecheck: "RACECHECK SUMMARY: N hazards displayed (0 errors, ...)", its
 # warnings are printed but pass); it fails on any other exit status (99: the
@@ -61,7 +63,7 @@ summary() {
 
 # The cases, "tool tiles arm kind [variant]", most valuable first.
 CASES=("racecheck mma combo2 grads" "memcheck mma combo2 grads" "synccheck mma combo2 grads"
-       "racecheck mma sinktoken grads" "memcheck wmma combo2 grads" "racecheck wmma combo2 grads"
+       "racecheck mma combo2 grads dqs" "initcheck mma combo2 grads dqs" "racecheck mma sinktoken grads" "memcheck wmma combo2 grads" "racecheck wmma combo2 grads"
        "memcheck mma combo2 train" "initcheck mma combo2 grads" "memcheck mma renorm grads"
        "initcheck mma combo2 grads shared")
 for arm in sinklogit normgate projgate combo offbyone baseline sinktoken renorm; do
@@ -169,7 +171,8 @@ run_case() { # tool tiles arm kind [variant]
              --seed 3 --data "$W/data" -o "$W/$name.st")
     fi
     t0=$SECONDS
-    SG_ATTN=$tiles timeout -k 5 "$t" "$SAN" --tool "$tool" --error-exitcode 99 ${opts[@]+"${opts[@]}"} \
+    SG_ATTN=$tiles SG_ATTN_DQ=$([ "$variant" = dqs ] && echo stored || echo recompute) \
+        timeout -k 5 "$t" "$SAN" --tool "$tool" --error-exitcode 99 ${opts[@]+"${opts[@]}"} \
         ${EXTRA[@]+"${EXTRA[@]}"} "${cmd[@]}" >"$log" 2>&1
     rc=$?
     t0=$((SECONDS - t0))
