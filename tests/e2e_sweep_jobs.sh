@@ -156,4 +156,31 @@ check '[ "$(awk '\''$1 == "start" { print $3 }'\'' $W/trace | sort | uniq -c | a
 "$SW" run "$W/q.yaml" --local --jobs 2 >"$W/res.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && [ "$(grep -c "\[[12]/2\] long [a-z]* seed 3 (resuming)" $W/res.log)" = 2 ] && [ -f $W/long/long/sinklogit-s3/result.json ] && [ -f $W/long/long/baseline-s3/result.json ]' "the same command resumes both to the end (rc $rc)"
 check '[ "$(awk '\''$1 == "start" { print $3, $4 }'\'' $W/trace | sort -u)" = "unset $share" ] && [ "$(awk -f "$ROOT/tests/sweep/overlap.awk" "$W/trace")" = "max=2 clash=1 order=0" ]' "--jobs 2: two at once, no GPU named, each with its share of the cores"
+
+# --- a signal while the running tasks end on their own: the rest wait, exit 75 ----------------
+# The wrapper of baseline's task signals sgsweep itself and exits 0 (once);
+# the other running task ignores the SIGTERM passed on and finishes.
+cat >"$W/sgt-int" <<WRAPPER
+#!/usr/bin/env bash
+trap '' TERM
+if [ "\$1" = train ] && [[ "\$*" == *"baseline-s0"* ]] && [ ! -e "$W/signalled" ]; then
+    touch "$W/signalled"; kill -INT \$PPID; exit 0
+fi
+"$SG" "\$@"
+WRAPPER
+chmod +x "$W/sgt-int"
+cat >"$W/r.yaml" <<YAML
+name: r
+out: $W/sig
+sgtrain: $W/sgt-int
+data: {synth: $W/data}
+set: {ckpt_every: 0}
+groups:
+  g: {tier: test, arms: [baseline, sinklogit, combo2], seeds: [0]}
+report: {figures: false}
+YAML
+"$SW" run "$W/r.yaml" --local --jobs 2 >"$W/sig.log" 2>&1; rc=$?
+check '[ $rc -eq 75 ] && grep -q "^sgsweep: interrupted. Run the same command again to go on.$" $W/sig.log && [ -f $W/sig/g/sinklogit-s0/result.json ] && [ ! -e $W/sig/g/combo2-s0 ] && [ ! -e $W/sig/report ]' "a signal while the running tasks finish anyway: the rest do not start, no report, exit 75 (rc $rc)"
+"$SW" run "$W/r.yaml" --local --jobs 2 >"$W/sig2.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && [ -f $W/sig/g/baseline-s0/result.json ] && [ -f $W/sig/g/combo2-s0/result.json ] && grep -q "2 run now, 1 already done, 0 failed" $W/sig2.log' "the same command then runs the rest (rc $rc)"
 finish

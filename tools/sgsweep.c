@@ -960,6 +960,10 @@ static int run_local(Loaded *L, int rerun, int fresh, const Places *P) {
     }
     free(slots);
     free(X.ast);
+    if (!X.rc && got_signal) { /* every running task ended on its own: the rest never started */
+        fprintf(stderr, "sgsweep: interrupted. Run the same command again to go on.\n");
+        X.rc = 75;
+    }
     if (X.rc) return X.rc;
     fprintf(stderr, "sgsweep: %d run now, %d already done, %d failed\n", X.done, X.skipped, X.failed);
     if (L->na)
