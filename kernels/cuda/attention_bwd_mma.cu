@@ -288,6 +288,37 @@ struct DqMma {
     static constexpr int NT = 32 * ATTN_BQ / (16 * MT);
 };
 
+/* dQ_w += dS K for the 16 keys n*16 .. n*16+15 of the K tile Ks (those
+ * from kn0 on), dsa[i] the strip's dS as the A operand of m-tile i: what
+ * both dq kernels do with their dS, in one order, so that the same dS
+ * gives the same bits. */
+template <int NF, int MT, int LD>
+static __device__ __forceinline__ void attn_dq_products(float (&dqa)[MT][2 * NF][4], const tc_reg (&dsa)[MT][4],
+                                                        const sg_bf16 *Ks, int n, int kn0, int qw0, int lane) {
+#pragma unroll
+    for (int nd = 0; nd < NF; ++nd) {
+        tc_reg kb[4];
+        tc_load_b<LD>(kb, Ks, n * 16, nd * 16, lane);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
+            tc_mma(dqa[i][2 * nd], dsa[i], kb);
+            tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
+        }
+    }
+}
+
+/* A warp's dQ rows, times the softmax scale, and dq's twin where there is one */
+template <int DP, int MT>
+static __device__ __forceinline__ void attn_dq_store(float *__restrict__ dq, sg_bf16 *__restrict__ twq,
+                                                     const float (&dqa)[MT][DP / 8][4], long row0, long ho, int qw0,
+                                                     const AttnGeom &g, int lane) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+        tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa[i], qw0 + 16 * i, g.T, g.d, g.scale, lane,
+                          twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
+}
+
 template <int DP, int MT>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
@@ -389,27 +420,13 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                                                T, tq);
                     tc_acc_to_a(dsa[i], dp[i]);
                 }
-#pragma unroll
-                for (int nd = 0; nd < NF; ++nd) {
-                    tc_reg kb[4];
-                    tc_load_b<LD>(kb, Ks, n * 16, nd * 16, lane);
-#pragma unroll
-                    for (int i = 0; i < MT; ++i) {
-                        if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
-                        tc_mma(dqa[i][2 * nd], dsa[i], kb);
-                        tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
-                    }
-                }
+                attn_dq_products<NF, MT, LD>(dqa, dsa, Ks, n, kn0, qw0, lane);
             }
         }
         if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
     }
 
-    if (!active) return;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-        tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa[i], qw0 + 16 * i, T, g.d, g.scale, lane,
-                          twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
+    if (active) attn_dq_store<DP, MT>(dq, twq, dqa, row0, ho, qw0, g, lane);
 }
 
 /* dQ from the stored dS (SG_ATTN_DQ=stored): per query tile, the key
@@ -480,27 +497,13 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                 tc_reg dsa[MT][4];
 #pragma unroll
                 for (int i = 0; i < MT; ++i) tc_load_at<L::LDS>(dsa[i], Ss, warp * RW + 16 * i, n * 16, lane);
-#pragma unroll
-                for (int nd = 0; nd < NF; ++nd) {
-                    tc_reg kb[4];
-                    tc_load_b<L::LDH>(kb, Ks, n * 16, nd * 16, lane);
-#pragma unroll
-                    for (int i = 0; i < MT; ++i) {
-                        if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
-                        tc_mma(dqa[i][2 * nd], dsa[i], kb);
-                        tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
-                    }
-                }
+                attn_dq_products<NF, MT, L::LDH>(dqa, dsa, Ks, n, kn0, qw0, lane);
             }
         }
         if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
     }
 
-    if (!active) return;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-        tc_store_rows<DP>(dq + row0 * g.q_stride + ho, g.q_stride, dqa[i], qw0 + 16 * i, T, g.d, g.scale, lane,
-                          twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
+    if (active) attn_dq_store<DP, MT>(dq, twq, dqa, row0, ho, qw0, g, lane);
 }
 
 template <int DP>
