@@ -158,6 +158,14 @@ static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&
     lo[0] = a[0], hi[0] = a[1], lo[4] = a[2], hi[4] = a[3]; /* [4]: 8 queries on */
 }
 
+/* Stored dS tile (kt, qt) of (b,h) slice bh (attention_cuda.h,
+ * attn_ds_bytes): the triangle's rows of tiles one after another, so the
+ * tiles kt = 0 .. qt of a query tile are contiguous. */
+template <class E> /* sg_bf16 or const sg_bf16 */
+static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt, int qt) {
+    return ds + (bh * (long)attn_ds_tiles(T) + (long)qt * (qt + 1) / 2 + kt) * (ATTN_BK * ATTN_BQ);
+}
+
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 
@@ -183,11 +191,9 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const bool active = kw0 < T; /* warp-uniform */
     const int key[2] = {kw0 + gq, kw0 + gq + 8};
     const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
-    /* the stored dS (or null): this (b,h)'s triangle; tile (kt, qt) is at
-     * qt (qt + 1) / 2 + kt.  Every element of each tile of column kt is
+    /* The stored dS (or null): every element of each tile of column kt is
      * written, zero where a strip is skipped, so its reader never meets
      * memory nothing wrote. */
-    sg_bf16 *const dsh = ds ? ds + bh * (long)attn_ds_tiles(T) * (ATTN_BK * ATTN_BQ) : nullptr;
     const tc_reg zero[4] = {0u, 0u, 0u, 0u};
 
     /* the block's K and V into region A, query tile kt (the diagonal one)
@@ -224,7 +230,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
         const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
-        sg_bf16 *const dst = dsh ? dsh + ((long)qt * (qt + 1) / 2 + kt) * (ATTN_BK * ATTN_BQ) : nullptr;
+        sg_bf16 *const dst = ds ? attn_ds_tile(ds, bh, T, kt, qt) : nullptr;
         {
             /* below the diagonal tile every i > j; only the last tile has rows past T */
             const bool mask = qt == kt || q0 + ATTN_BQ > T;
@@ -457,8 +463,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
     const sg_bf16 *kh = kp + slice;
-    /* row qt of the (b,h) triangle: tiles kt = 0 .. qt, one after another */
-    const sg_bf16 *dsq = ds + (bh * (long)attn_ds_tiles(T) + (long)qt * (qt + 1) / 2) * TILE;
+    const sg_bf16 *dsq = attn_ds_tile(ds, bh, T, 0, qt); /* tiles kt = 0 .. qt follow */
     const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
     const bool active = qw0 < T; /* warp-uniform */
 
