@@ -158,14 +158,20 @@ check '[ $rc -eq 0 ] && [ "$(grep -c "\[[12]/2\] long [a-z]* seed 3 (resuming)" 
 check '[ "$(awk '\''$1 == "start" { print $3, $4 }'\'' $W/trace | sort -u)" = "unset $share" ] && [ "$(awk -f "$ROOT/tests/sweep/overlap.awk" "$W/trace")" = "max=2 clash=1 order=0" ]' "--jobs 2: two at once, no GPU named, each with its share of the cores"
 
 # --- a signal while the running tasks end on their own: the rest wait, exit 75 ----------------
-# The wrapper of baseline's task signals sgsweep itself and exits 0 (once);
-# the other running task ignores the SIGTERM passed on and finishes.
+# Once: the wrapper of baseline's task waits until the other task has
+# started, then signals sgsweep itself and exits 0; the other task's
+# wrapper waits for that signal, so no place is free for the third task,
+# ignores the SIGTERM passed on, and its sgtrain finishes.
 cat >"$W/sgt-int" <<WRAPPER
 #!/usr/bin/env bash
 trap '' TERM
+wait_for() { for i in \$(seq 1 600); do [ -e "\$1" ] && return; sleep 0.05; done; }
 if [ "\$1" = train ] && [[ "\$*" == *"baseline-s0"* ]] && [ ! -e "$W/signalled" ]; then
+    wait_for "$W/other-started"
     touch "$W/signalled"; kill -INT \$PPID; exit 0
 fi
+touch "$W/other-started"
+wait_for "$W/signalled"
 "$SG" "\$@"
 WRAPPER
 chmod +x "$W/sgt-int"
