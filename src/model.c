@@ -369,7 +369,21 @@ static long layout_acts(Model *m, int B, real *base) {
  * matmul: fc's output, read by GELU's forward and backward; the gradient
  * of GELU's output, read by GELU's backward; and dln, the gradient the
  * qkv and fc backwards hand their LayerNorm's backward.  The GPU stores
- * them in bf16, as autocast does. */
+ * them in bf16, as autocast does.
+ * Promised as an attention operand (ops.h, op_attention_operand): each
+ * layer's qkv, read by its attention and gate alone, which the GPU may then
+ * store in bf16 too.  Not while the analyses' hooks run: they read qkv, and
+ * one writes it (promise_qkv). */
+static void promise_qkv(Model *m, int B, int on) {
+    if (on == m->qkv_promised) return;
+    long N = (long)B * m->Tp, n = N * 3 * m->C;
+    for (int l = 0; l < m->L; l++) {
+        if (on) op_attention_operand(m->a.layer[l].qkv, n);
+        else op_matmul_only_end(m->a.layer[l].qkv, sizeof(real) * (size_t)n);
+    }
+    m->qkv_promised = on;
+}
+
 static void promise_acts(Model *m, int B) {
     long C = m->C, N = (long)B * m->Tp;
     for (int l = 0; l < m->L; l++) {
@@ -383,10 +397,13 @@ static void promise_acts(Model *m, int B) {
     op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
     op_bf16_operand(m->a.dln, N * C);
     if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
+    m->qkv_promised = 0;
+    promise_qkv(m, B, m->hooks == NULL);
 }
 
 static void release_acts(Model *m) {
     if (m->act_mem) op_matmul_only_end(m->act_mem, sizeof(real) * (size_t)m->act_n);
+    m->qkv_promised = 0;
 }
 
 static void ensure_acts(Model *m, int B) {
@@ -457,10 +474,11 @@ static double attn_flops(const Model *m, int B, int mats) {
 /* Embeddings through the final LayerNorm; leaves lnf [B*T, C]. */
 static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     ensure_acts(m, B);
+    const ForwardHooks *hk = m->hooks;
+    promise_qkv(m, B, hk == NULL);
     op_upload(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
     int C = m->C, N = B * m->Tp;
     Acts *a = &m->a;
-    const ForwardHooks *hk = m->hooks;
     if (!(hk && hk->layer0_qkv))
         PROF(PROF_EMBED, 0, op_embed_fwd(a->x0, m->inputs, m->p.wte, m->p.wpe, m->p.sink_token, B, m->T, C));
     const real *x = a->x0;

@@ -135,6 +135,7 @@ typedef struct Model {
     long act_n; /* elements in act_mem */
     int32_t *inputs, *targets; /* [B*T] copies of the current batch */
     const ForwardHooks *hooks; /* NULL outside the analyses */
+    int qkv_promised;     /* each layer's qkv promised as an attention operand (model.c) */
     const GradHook *grad_hook; /* NULL unless the gradient sum overlaps the backward */
 } Model;
 

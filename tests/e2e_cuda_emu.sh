@@ -63,7 +63,7 @@ RENAME=()
 for op in fwd bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
-for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
+for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
     embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
     host_memory sync backend; do
     RENAME+=(-Dop_$op=cuda_op_$op)

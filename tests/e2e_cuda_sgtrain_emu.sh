@@ -276,9 +276,9 @@ for arm in baseline combo2 renorm; do
         "$arm grads SG_ATTN=mma: $pk backwards took their forward's packs (want 2, one a layer; none with wmma)"
     # fc's output, fc_proj's dinp and the dinp of fc and qkv (dln),
     # promised as bf16 operands (op_bf16_operand), are stored in bf16: 4 a
-    # layer
+    # layer; under the mma tiles qkv too (op_attention_operand), 5 a layer
     bw=$(bf16_stored "$W/stats-$arm-wmma.log") bm=$(bf16_stored "$W/stats-$arm-mma.log")
-    check '[ "$bw" = 8 ] && [ "$bm" = 8 ]' "$arm grads: outputs stored in bf16, wmma ${bw:-?}, mma ${bm:-?} (want 8: 4 a layer)"
+    check '[ "$bw" = 8 ] && [ "$bm" = 10 ]' "$arm grads: outputs stored in bf16, wmma ${bw:-?} (want 8: 4 a layer), mma ${bm:-?} (want 10: qkv too)"
 done
 # SG_BF16_OPERANDS=0 stores them in fp32: still within the CPU's tolerances,
 # and not the bits of the bf16 run (the rounding took place there)
@@ -303,6 +303,13 @@ echo "training: ${n_unstored:-no} fp32 outputs left unstored for their twins"
 n_bf16=$(bf16_stored "$W/g1.log")
 check '[ "${n_bf16:-0}" -ge 192 ]' "training stores the bf16 operands in bf16: ${n_bf16:-no} outputs (want >= 6 x 4 x 2 x 4 = 192)"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
+# under the mma tiles qkv is stored in bf16 too (op_attention_operand): one
+# more bf16 output per layer and forward, training within the same bound
+SG_ATTN=mma SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1-mma" 2>"$W/g1-mma.log"; rc=$?
+n_mma=$(bf16_stored "$W/g1-mma.log")
+check '[ $rc -eq 0 ] && [ "${n_mma:-0}" -ge $((n_bf16 + 48)) ]' \
+    "SG_ATTN=mma training also stores qkv in bf16 (exit $rc): ${n_mma:-no} outputs, wmma $n_bf16 (want >= 48 more: 6 x 4 x 2)"
+within "$W/g1-mma" "$W/cpu" 0.02 "one emulated GPU with SG_ATTN=mma (qkv in bf16) against the CPU build"
 SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&
        [ "$(losses "$W/g1-nokeep"; vals "$W/g1-nokeep")" = "$(losses "$W/g1"; vals "$W/g1")" ]' \
@@ -333,6 +340,14 @@ out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-emu" 2>&1)
 check '[ $rc -eq 0 ] && grep -q "analysis within tolerance" <<<"$out"' \
     "sgtrain analyze on the emulated GPU against the CPU (exit $rc): $out"$'\n'"$(tail -n 3 "$W/an.log")"
 echo "analyze: $out"
+# under the mma tiles the analyses' hooked forwards read and write qkv in
+# fp32, so the model ends qkv's promise for them (src/model.c, promise_qkv)
+# and makes it again for the plain forwards between them
+SG_ATTN=mma timeout 300 "$EMU" analyze "$W/cpu" --out "$W/an-emu-mma" $AN >"$W/an-mma.log" 2>&1; rc=$?
+out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-emu-mma" 2>&1)
+check '[ $rc -eq 0 ] && grep -q "analysis within tolerance" <<<"$out"' \
+    "sgtrain analyze with SG_ATTN=mma on the emulated GPU against the CPU (exit $rc): $out"$'\n'"$(tail -n 3 "$W/an-mma.log")"
+echo "analyze, SG_ATTN=mma: $out"
 # a NaN in the GPU's analysis must fail the comparison
 rm -rf "$W/an-nan" && cp -r "$W/an-emu" "$W/an-nan"
 f=$(ls "$W/an-nan"/*.json | head -n 1)
@@ -430,5 +445,14 @@ check '[ $rc -eq 1 ] && grep -q "promised as a bf16 operand (op_bf16_operand)" "
 SG_BF16_OPERANDS=0 "$W/test_gpu_ops" broken-promise bf16 >"$W/broken-bf16-fp32.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && grep -q "the matmul went on, 0 outputs" "$W/broken-bf16-fp32.log"' \
     "with SG_BF16_OPERANDS=0 a bf16 operand is fp32 and may be read (exit $rc): $(tail -n 1 "$W/broken-bf16-fp32.log")"
+# qkv stored in bf16 (SG_ATTN=mma) given to an op that reads fp32: the
+# program stops; under wmma the promise is not taken
+SG_ATTN=mma "$W/test_gpu_ops" broken-promise attention >"$W/broken-attn.log" 2>&1; rc=$?
+check '[ $rc -eq 1 ] && grep -q "promised as an attention operand (op_attention_operand)" "$W/broken-attn.log" &&
+       ! grep -q "the probabilities went on" "$W/broken-attn.log"' \
+    "the explicit attention reading a qkv stored in bf16 stops the program (exit $rc): $(tail -n 2 "$W/broken-attn.log")"
+SG_ATTN=wmma "$W/test_gpu_ops" broken-promise attention >"$W/broken-attn-wmma.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && grep -q "the probabilities went on, 0 outputs" "$W/broken-attn-wmma.log"' \
+    "under SG_ATTN=wmma qkv is fp32 and the explicit attention may read it (exit $rc): $(tail -n 1 "$W/broken-attn-wmma.log")"
 echo "ran in $((SECONDS - t0)) s"
 finish

@@ -36,6 +36,10 @@ void op_bf16_operand(const real *buf, long n) {
     (void)buf;
     (void)n;
 }
+void op_attention_operand(const real *buf, long n) {
+    (void)buf;
+    (void)n;
+}
 void op_matmul_only_end(const void *base, size_t bytes) {
     (void)base;
     (void)bytes;

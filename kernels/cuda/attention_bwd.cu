@@ -453,11 +453,14 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
     else if (qk) sg_twin_none(dq, n3);
-    if (mma) attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
-    else
+    if (mma) {
+        attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
+    } else {
+        sg_attn_need_fp32("op_attention_bwd", q, k, v);
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
         });
+    }
     if (want_dc) {
         attn_bwd_dsink_kernel<<<sg_blocks(H, 128), 128, 0, sg_stream()>>>(dsink, dc_part, B, H,
                                                                          nchunk);

@@ -255,6 +255,15 @@ struct AttnPackSrc {
     int stride[4]; /* elements between rows */
     int vec;       /* all 16-byte aligned, d and the strides multiples of 4 */
 };
+/* attn_pack's kernel argument: the sources, and for each tensor stored in
+ * bf16 (a part of the qkv the model promised as an attention operand, ops.h:
+ * sg_bf16_inside) its bf16 instead, copied rather than rounded: the same
+ * bits, since rounding a bf16 value to bf16 keeps it. */
+struct AttnPackArgs {
+    AttnPackSrc s;
+    const sg_bf16 *b[4]; /* null: read p[i] in fp32 */
+    int vecb;            /* bit i: b[i] 16-byte aligned, stride[i] and d multiples of 8 */
+};
 static inline size_t attn_pack_elems(const AttnGeom &g) {
     return (size_t)g.B * g.H * g.Tp * attn_dpad(g.d);
 }

@@ -214,6 +214,7 @@ extern "C" void op_attention_decode_fwd(real *out, real *lse, const real *q, con
                                         const real *v, const AttnArgs *a) {
     const int B = a->B, T = a->T, H = a->H, d = a->d;
     if (B <= 0 || H <= 0 || d <= 0 || T < 0) return;
+    sg_attn_need_fp32("op_attention_decode_fwd", q, k, v);
     const size_t smem =
         dec_smem_bytes(attn_decode_fwd_kernel, "op_attention_decode_fwd", d, d + T);
     attn_decode_fwd_kernel<<<(unsigned)((long)B * H), DEC_NT, smem, sg_stream()>>>(
@@ -228,6 +229,7 @@ extern "C" void op_attention_decode_bwd(real *dq, real *dk, real *dv, real *dsin
                                         const AttnArgs *a) {
     const int B = a->B, T = a->T, H = a->H, d = a->d;
     if (B <= 0 || H <= 0 || d <= 0 || T < 0) return;
+    sg_attn_need_fp32("op_attention_decode_bwd", q, k, v);
     double *dc_part =
         dsink ? (double *)sg_scratch(SCRATCH_MISC, sizeof(double) * (size_t)B * H) : nullptr;
     const size_t smem =

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "attention_cuda.h"
+#include "attention_tiles_env.h"
 
 /* Shared memory of one block: the bf16 Q, K, V tiles, the bf16 P tile, an
  * fp32 work tile that holds first S and then the tile's P V (per warp: its
@@ -208,14 +209,6 @@ static void attn_fwd_launch(real *out, real *lse, const real *q, const real *k, 
     CUDA_LAUNCHED();
 }
 
-/* 1: mma, 0: wmma, -1: neither (a bad value) */
-static int attn_tiles_env(void) {
-    const char *e = getenv("SG_ATTN");
-    if (!e || !*e || !strcmp(e, "wmma")) return 0;
-    return !strcmp(e, "mma") ? 1 : -1;
-}
-#define ATTN_TILES_ERROR "SG_ATTN must be \"wmma\" (the default) or \"mma\""
-
 /* 16 or 32, 0 unset, -1 anything else */
 static int attn_rows_env(void) {
     const char *e = getenv("SG_ATTN_WARP_ROWS");
@@ -236,7 +229,7 @@ static int attn_dq_env(void) {
  * the usage status, before a run directory exists; attn_use_mma,
  * attn_warp_rows and attn_dq_stored catch one set later. */
 __attribute__((constructor)) static void attn_check_env(void) {
-    if (attn_tiles_env() < 0) {
+    if (sg_attn_tiles_env() < 0) {
         fprintf(stderr, "%s: " ATTN_TILES_ERROR "\n", getenv("SG_ATTN"));
         exit(2);
     }
@@ -251,7 +244,7 @@ __attribute__((constructor)) static void attn_check_env(void) {
 }
 
 bool attn_use_mma(void) {
-    const int t = attn_tiles_env();
+    const int t = sg_attn_tiles_env();
     if (t < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", ATTN_TILES_ERROR);
     return t == 1;
 }
@@ -260,6 +253,13 @@ bool attn_dq_stored(void) {
     const int r = attn_dq_env();
     if (r < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_DQ", ATTN_DQ_ERROR);
     return r == 1;
+}
+
+extern "C" void sg_attn_need_fp32(const char *op, const real *q, const real *k, const real *v) {
+    if (!sg_bf16_inside(q) && !sg_bf16_inside(k) && !sg_bf16_inside(v)) return;
+    sg_cuda_fail(__FILE__, __LINE__, op,
+                 "its q, k or v was promised as an attention operand (op_attention_operand) and holds bf16 "
+                 "values, which only the mma tiles' packing reads: the promise was broken");
 }
 
 int attn_warp_rows(void) {
@@ -290,6 +290,7 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
         }
         attn_fwd_mma(out, lse, q, k, v, a, g, pack, twin);
     } else {
+        sg_attn_need_fp32("op_attention_fwd", q, k, v);
         attn_pack_drop(q, k, v, a); /* a later mma backward must not take an older forward's */
         attn_by_dpad(a->d, [&](auto dp) { attn_fwd_launch<decltype(dp)::value>(out, lse, q, k, v, twin, a, g); });
     }

@@ -34,10 +34,10 @@ struct __align__(16) AttnPack8 {
 
 /* Thread idx writes elements 8c .. 8c+7 of packed row idx / (DP/8) of
  * tensor blockIdx.y: consecutive threads write consecutive 16-byte chunks,
- * and read the matching 32 bytes of the fp32 row. */
+ * and read the matching 32 bytes of the fp32 row (16 of a bf16 one). */
 template <int DP>
 static __global__ void __launch_bounds__(PACK_NT)
-    attn_pack_kernel(sg_bf16 *__restrict__ dst, AttnPackSrc src, AttnGeom g) {
+    attn_pack_kernel(sg_bf16 *__restrict__ dst, AttnPackArgs a, AttnGeom g) {
     constexpr int CH = DP / 8;
     const long per = (long)g.B * g.H * g.Tp * CH; /* chunks per tensor */
     const long idx = (long)blockIdx.x * PACK_NT + threadIdx.x;
@@ -45,38 +45,59 @@ static __global__ void __launch_bounds__(PACK_NT)
     const int which = blockIdx.y, c = (int)(idx % CH) * 8;
     const long prow = idx / CH, bh = prow / g.Tp;
     const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
-    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    AttnPack8 o;
+    for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(0.f, 0.f);
     if (t < g.T && c < g.d) {
         /* selected, not indexed: a dynamic index into the parameter would
          * copy it to local memory */
-        const float *p = which == 0 ? src.p[0] : which == 1 ? src.p[1] : which == 2 ? src.p[2] : src.p[3];
-        const int stride = which == 0   ? src.stride[0]
-                           : which == 1 ? src.stride[1]
-                           : which == 2 ? src.stride[2]
-                                        : src.stride[3];
-        const float *s = p + ((long)b * g.T + t) * stride + (long)h * g.d + c;
-        if (src.vec && c + 8 <= g.d) {
-            const float4 lo = reinterpret_cast<const float4 *>(s)[0], hi = reinterpret_cast<const float4 *>(s)[1];
-            x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
-            x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-        } else {
+        const int stride = which == 0   ? a.s.stride[0]
+                           : which == 1 ? a.s.stride[1]
+                           : which == 2 ? a.s.stride[2]
+                                        : a.s.stride[3];
+        const long off = ((long)b * g.T + t) * stride + (long)h * g.d + c;
+        const sg_bf16 *pb = which == 0 ? a.b[0] : which == 1 ? a.b[1] : which == 2 ? a.b[2] : a.b[3];
+        if (pb) {
+            const sg_bf16 *s = pb + off;
+            if ((a.vecb >> which & 1) && c + 8 <= g.d) {
+                o = *reinterpret_cast<const AttnPack8 *>(s);
+            } else {
+                sg_bf16 x[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-                if (c + e < g.d) x[e] = s[e];
+                for (int e = 0; e < 8; ++e) x[e] = c + e < g.d ? s[e] : __float2bfloat16(0.f);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o.v[e].x = x[2 * e], o.v[e].y = x[2 * e + 1];
+            }
+        } else {
+            const float *p = which == 0 ? a.s.p[0] : which == 1 ? a.s.p[1] : which == 2 ? a.s.p[2] : a.s.p[3];
+            const float *s = p + off;
+            float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (a.s.vec && c + 8 <= g.d) {
+                const float4 lo = reinterpret_cast<const float4 *>(s)[0], hi = reinterpret_cast<const float4 *>(s)[1];
+                x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+                x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (c + e < g.d) x[e] = s[e];
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
         }
     }
-    AttnPack8 o;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
     reinterpret_cast<AttnPack8 *>(dst + (size_t)which * per * 8)[idx] = o;
 }
 
 void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
+    AttnPackArgs a = {src, {nullptr, nullptr, nullptr, nullptr}, 0};
+    for (int i = 0; i < n; i++) {
+        a.b[i] = sg_bf16_inside(src.p[i]);
+        if (a.b[i] && ((uintptr_t)a.b[i] & 15) == 0 && src.stride[i] % 8 == 0 && g.d % 8 == 0) a.vecb |= 1 << i;
+    }
     attn_by_dpad(g.d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
         const long per = (long)g.B * g.H * g.Tp * (DP / 8);
         attn_pack_kernel<DP><<<dim3((unsigned)((per + PACK_NT - 1) / PACK_NT), (unsigned)n), PACK_NT, 0,
-                               sg_stream()>>>(dst, src, g);
+                               sg_stream()>>>(dst, a, g);
         CUDA_LAUNCHED();
     });
 }

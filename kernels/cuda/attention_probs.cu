@@ -120,6 +120,7 @@ static void sgemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int
 extern "C" void op_attention_probs(real *p, const real *q, const real *k, const AttnArgs *a) {
     const int B = a->B, T = a->T, H = a->H, d = a->d;
     if (B <= 0 || T <= 0 || H <= 0 || d <= 0) return;
+    sg_attn_need_fp32("op_attention_probs", q, k, nullptr);
     const long long ld = (long long)T + 1, slice = (long long)T * ld;
     const long rows = (long)B * H * T;
     if (rows > 0x7fffffffL)
@@ -138,6 +139,7 @@ extern "C" void op_attention_probs(real *p, const real *q, const real *k, const 
 extern "C" void op_attention_apply(real *out, const real *p, const real *v, const AttnArgs *a) {
     const int B = a->B, T = a->T, H = a->H, d = a->d;
     if (B <= 0 || T <= 0 || H <= 0 || d <= 0) return;
+    sg_attn_need_fp32("op_attention_apply", nullptr, nullptr, v);
     const long long ld = (long long)T + 1, slice = (long long)T * ld;
     for (int b = 0; b < B; b++) {
         const float *vb = v + (size_t)b * T * a->v_stride;

@@ -92,6 +92,15 @@ long sg_matmul_stores_skipped(void);
  * values in bf16, in its own first 2n bytes: those, else NULL (not
  * promised, or SG_BF16_OPERANDS=0) and the tensor is fp32 (matmul.cu). */
 const __nv_bfloat16 *sg_bf16_stored(const float *p, long n);
+/* A tensor promised as an attention operand (ops.h, op_attention_operand:
+ * qkv) is stored the same way; its parts (q, k, v) are found by
+ * sg_bf16_inside(p): the bf16 of element p of any tensor stored in bf16,
+ * else NULL (p's tensor holds fp32). */
+const __nv_bfloat16 *sg_bf16_inside(const float *p);
+/* Stops the program if any of q, k, v (null allowed) is stored in bf16: op
+ * reads them in fp32, and op_attention_operand's promise is taken only for
+ * the mma tiles' packing (attention_fwd.cu). */
+void sg_attn_need_fp32(const char *op, const float *q, const float *k, const float *v);
 /* How many matmul outputs were stored in bf16 that way (tests). */
 long sg_matmul_bf16_outputs(void);
 /* How many operand casts the matmuls have skipped, for a twin or a kept
@@ -155,6 +164,20 @@ __device__ __forceinline__ void sg_st_bf16x4(__nv_bfloat16 *t, float4 v) {
     hi.x = sg_cast_bf16(v.z), hi.y = sg_cast_bf16(v.w);
     __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(t);
     p[0] = lo, p[1] = hi;
+}
+
+/* An operand element in fp32: from an fp32 tensor, or from one stored in
+ * bf16 (sg_bf16_stored, sg_bf16_inside), as autocast's fp32 ops read a bf16
+ * linear output. */
+__device__ __forceinline__ float ld1(const float *p, long i) { return p[i]; }
+__device__ __forceinline__ float ld1(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
+/* four consecutive elements at p (16-byte aligned fp32, 8-byte bf16) */
+__device__ __forceinline__ float4 ldv4(const float *p) { return sg_ld4(p); }
+__device__ __forceinline__ float4 ldv4(const __nv_bfloat16 *p) {
+    const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
+    const __nv_bfloat162 lo = q[0], hi = q[1];
+    return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
+                       __bfloat162float(hi.y));
 }
 
 #endif

@@ -33,19 +33,8 @@ __device__ __forceinline__ float gelu_df(float x, float dy) {
     return dy * (cdf + x * pdf);
 }
 
-/* An operand element in fp32: from an fp32 tensor, or from a bf16 operand
- * stored in bf16 (ops.h, op_bf16_operand; sg_bf16_stored), as autocast's
- * GELU reads a bf16 linear output and computes in fp32. */
-__device__ __forceinline__ float ld1(const float *p, long i) { return p[i]; }
-__device__ __forceinline__ float ld1(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
-/* four consecutive elements at p (16-byte aligned fp32, 8-byte bf16) */
-__device__ __forceinline__ float4 ldv4(const float *p) { return sg_ld4(p); }
-__device__ __forceinline__ float4 ldv4(const __nv_bfloat16 *p) {
-    const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
-    const __nv_bfloat162 lo = q[0], hi = q[1];
-    return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
-                       __bfloat162float(hi.y));
-}
+/* GELU reads a bf16 operand's stored values (ld1, ldv4: cuda_common.h) as
+ * autocast's GELU reads a bf16 linear output, and computes in fp32. */
 
 template <typename TI>
 __global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const TI *inp, long n) {

@@ -136,10 +136,10 @@ __device__ __forceinline__ void group_sums(float (&s)[U]) {
  * (u < U, q its group), all loaded before the first shuffle.  Adjacent
  * groups take adjacent heads, so a warp's loads of one u are G d
  * contiguous floats while its G heads stay in one row. */
-template <int L, int NV>
+template <int L, int NV, typename TV>
 __global__ void __launch_bounds__(GATE_WARPS * 32)
     gate_fwd_vec_kernel(float *__restrict__ g, float *__restrict__ vg, float *__restrict__ logbias,
-                        const float *__restrict__ v, long v_stride, GateParams p, long nreads, int T, int H, int d) {
+                        const TV *__restrict__ v, long v_stride, GateParams p, long nreads, int T, int H, int d) {
     constexpr int G = 32 / L, U = GATE_FWD_ILP(NV);
     const int lane = threadIdx.x % 32, q = lane / L, c = lane % L, n4 = d / 4;
     const int gated = p.kind != GATE_NONE, norm = p.kind == GATE_NORM, proj = p.kind == GATE_PROJ;
@@ -157,13 +157,13 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
         const unsigned ru = ok[u] ? (unsigned)r : 0u; /* nreads <= INT_MAX */
         bt[u] = ru / (unsigned)H;
         h[u] = ru - bt[u] * (unsigned)H;
-        const float *vr = v + (long)bt[u] * v_stride + (long)h[u] * d;
+        const TV *vr = v + (long)bt[u] * v_stride + (long)h[u] * d;
         const float *wr = proj ? p.w + (long)h[u] * d : NULL;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             const int j = c + k * L;
             const bool in = ok[u] && j < n4;
-            x[u][k] = in ? sg_ld4(vr + 4 * j) : zero;
+            x[u][k] = in ? ldv4(vr + 4 * j) : zero;
             wv[u][k] = in && proj ? sg_ld4(wr + 4 * j) : zero;
         }
         tb[u] = norm ? p.tau[h[u]] : proj ? p.b[h[u]] : 0.f;
@@ -218,10 +218,10 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
  * fp32 keeps the per-read work at one FMA per element: double there would
  * cost a conversion and a DFMA per element, which on sm_120 (fp64 at 1/64
  * of the fp32 rate) comes to about a third of the op's memory time. */
-template <int L, int NV>
+template <int L, int NV, typename TV>
 __global__ void __launch_bounds__(GATE_WARPS * 32)
     gate_bwd_vec_kernel(float *__restrict__ dv, long dv_stride, const float *__restrict__ dvg,
-                        const float *__restrict__ dlogbias, const float *__restrict__ v, long v_stride,
+                        const float *__restrict__ dlogbias, const TV *__restrict__ v, long v_stride,
                         const float *__restrict__ g, GateParams p, long BT, int T, int H, int d, int np,
                         double *__restrict__ part, __nv_bfloat16 *__restrict__ tw, int store) {
     extern __shared__ double wsum_sh[]; /* [GATE_WARPS][np] */
@@ -256,13 +256,13 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
             row[u] = ok[u] ? bt : 0;
             const unsigned b = (unsigned)row[u] / (unsigned)T, t = (unsigned)row[u] - b * (unsigned)T;
             const long gi = ((long)b * H + h) * T + t;
-            const float *vr = v + row[u] * v_stride + (long)h * d;
+            const TV *vr = v + row[u] * v_stride + (long)h * d;
             const float *yr = route ? dv + row[u] * dv_stride + (long)h * d : dvg + row[u] * HD + (long)h * d;
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int j = c + k * L;
                 const bool in = ok[u] && j < n4;
-                x[u][k] = in ? sg_ld4(vr + 4 * j) : zero;
+                x[u][k] = in ? ldv4(vr + 4 * j) : zero;
                 y[u][k] = in ? sg_ld4(yr + 4 * j) : zero;
             }
             /* a row past the end gets g = dlogbias = 0, hence dz = 0 */
@@ -364,6 +364,17 @@ static void gate_by_width(int n4, F &&f) {
 
 static inline bool gate_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* f(v as the kernels read it, whether the vector path may): the fp32 v, or
+ * its bf16 when v is a part of the qkv stored in bf16 (ops.h,
+ * op_attention_operand; sg_bf16_inside), whose four-element groups then
+ * need 8-byte alignment instead of 16. */
+template <class F>
+static void gate_with_v(const float *v, F &&f) {
+    const __nv_bfloat16 *vb = sg_bf16_inside(v);
+    if (vb) f(vb, ((uintptr_t)vb & 7) == 0);
+    else f(v, gate_aligned(v));
+}
+
 /* ---- scalar path -------------------------------------------------------- */
 
 __device__ __forceinline__ double warp_sum(double x) {
@@ -374,8 +385,9 @@ __device__ __forceinline__ double warp_sum(double x) {
 
 /* One warp per read r = (b*T + t)*H + h: adjacent warps read adjacent heads
  * of one row, so a block's loads are contiguous. */
+template <typename TV>
 __global__ void gate_fwd_kernel(float *__restrict__ g, float *__restrict__ vg,
-                                float *__restrict__ logbias, const float *__restrict__ v,
+                                float *__restrict__ logbias, const TV *__restrict__ v,
                                 long v_stride, GateParams p, long nreads, int T, int H,
                                 int d) {
     const long r = (long)blockIdx.x * GATE_WARPS + threadIdx.x / 32;
@@ -383,17 +395,17 @@ __global__ void gate_fwd_kernel(float *__restrict__ g, float *__restrict__ vg,
     if (r >= nreads) return; /* whole warps leave together */
     const long bt = r / H, b = bt / T, t = bt % T;
     const int h = (int)(r % H);
-    const float *vr = v + bt * v_stride + (long)h * d;
+    const TV *vr = v + bt * v_stride + (long)h * d;
     const long gi = (b * H + h) * T + t;
 
     float gv = 1.f, lg = 0.f; /* GATE_NONE: g = 1, log g = 0 */
     if (p.kind != GATE_NONE) {
         float s = 0.f;
         if (p.kind == GATE_NORM) {
-            for (int e = lane; e < d; e += 32) s += vr[e] * vr[e];
+            for (int e = lane; e < d; e += 32) s += ld1(vr, e) * ld1(vr, e);
         } else {
             const float *wh = p.w + (long)h * d;
-            for (int e = lane; e < d; e += 32) s += wh[e] * vr[e];
+            for (int e = lane; e < d; e += 32) s += wh[e] * ld1(vr, e);
         }
         s = warp_sum(s);
         const float z = p.kind == GATE_NORM ? p.beta * (sqrtf(s) / sqrtf((float)d) - p.tau[h])
@@ -406,16 +418,17 @@ __global__ void gate_fwd_kernel(float *__restrict__ g, float *__restrict__ vg,
         if (lane == 0) logbias[gi] = lg;
     } else {
         float *o = vg + bt * (long)H * d + (long)h * d;
-        for (int e = lane; e < d; e += 32) o[e] = gv * vr[e];
+        for (int e = lane; e < d; e += 32) o[e] = gv * ld1(vr, e);
     }
 }
 
 /* The per-read backward and the block's partial parameter gradient.
  * part[(tile*H + h)*np + k]: k = 0 the dtau (norm) or db (projection) term,
  * k = 1..d the dw term (projection only; np = 1 for the norm gate). */
+template <typename TV>
 __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
                                 const float *__restrict__ dvg, const float *__restrict__ dlogbias,
-                                const float *__restrict__ v, long v_stride,
+                                const TV *__restrict__ v, long v_stride,
                                 const float *__restrict__ g, GateParams p, long BT, int T, int H,
                                 int d, int np, double *__restrict__ part, __nv_bfloat16 *__restrict__ tw,
                                 int store) {
@@ -434,13 +447,13 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
     const long r1 = r0 + GATE_ROWS < BT ? r0 + GATE_ROWS : BT;
     for (long bt = r0 + warp; bt < r1; bt += GATE_WARPS) {
         const long b = bt / T, t = bt % T, gi = (b * H + h) * T + t;
-        const float *vr = v + bt * v_stride + (long)h * d;
+        const TV *vr = v + bt * v_stride + (long)h * d;
         float *dr = dv + bt * dv_stride + (long)h * d;
         __nv_bfloat16 *tr = tw ? tw + bt * dv_stride + (long)h * d : nullptr;
         const float *dgr = route ? NULL : dvg + bt * HD + (long)h * d;
         float s = 0.f, a = 0.f; /* ||v||^2 or w.v;  dvg.v */
         for (int e = lane; e < d; e += 32) {
-            const float x = vr[e];
+            const float x = ld1(vr, e);
             s += norm ? x * x : wh[e] * x;
             if (!route) a += dgr[e] * x;
         }
@@ -453,10 +466,9 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         /* dv: the direct term (value slot) or what is there (routing slot),
          * plus dz dz/dv */
         const float f = norm ? (nrm > 0.f ? dz * p.beta * rsd / nrm : 0.f) : dz;
-        const float *dir = norm ? vr : wh;
         for (int e = lane; e < d; e += 32) {
             float x = route ? dr[e] : gv * dgr[e];
-            x += f * dir[e];
+            x += f * (norm ? ld1(vr, e) : wh[e]);
             if (store) dr[e] = x;
             if (tr) tr[e] = sg_cast_bf16(x);
         }
@@ -464,7 +476,7 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
             if (lane == 0) acc[0] -= (double)p.beta * dz;
         } else {
             if (lane == 0) acc[0] += dz;
-            for (int e = lane; e < d; e += 32) acc[1 + e] += (double)dz * vr[e];
+            for (int e = lane; e < d; e += 32) acc[1 + e] += (double)dz * ld1(vr, e);
         }
     }
     __syncthreads();
@@ -499,21 +511,24 @@ extern "C" void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int
                             const GateParams *p, int B, int T, int H, int d) {
     const long nreads = (long)B * T * H;
     if (nreads == 0 || d <= 0) return;
-    const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && nreads <= INT_MAX / 2 &&
-                     gate_aligned(v) && (p->slot == SLOT_ROUTING || gate_aligned(vg)) &&
-                     (p->kind != GATE_PROJ || gate_aligned(p->w));
-    if (vec) {
-        gate_by_width(d / 4, [&](auto l, auto nv) {
-            constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
-            const int per_block = GATE_WARPS * GATE_FWD_ILP(NV) * (32 / L);
-            gate_fwd_vec_kernel<L, NV><<<sg_blocks(nreads, per_block), GATE_WARPS * 32, 0, sg_stream()>>>(
-                g, vg, logbias, v, v_stride, *p, nreads, T, H, d);
-        });
-    } else {
-        gate_fwd_kernel<<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
-            g, vg, logbias, v, v_stride, *p, nreads, T, H, d);
-    }
-    CUDA_LAUNCHED();
+    gate_with_v(v, [&](auto *vr, bool v_aligned) {
+        using TV = std::remove_const_t<std::remove_pointer_t<decltype(vr)>>;
+        const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && nreads <= INT_MAX / 2 &&
+                         v_aligned && (p->slot == SLOT_ROUTING || gate_aligned(vg)) &&
+                         (p->kind != GATE_PROJ || gate_aligned(p->w));
+        if (vec) {
+            gate_by_width(d / 4, [&](auto l, auto nv) {
+                constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
+                const int per_block = GATE_WARPS * GATE_FWD_ILP(NV) * (32 / L);
+                gate_fwd_vec_kernel<L, NV, TV><<<sg_blocks(nreads, per_block), GATE_WARPS * 32, 0, sg_stream()>>>(
+                    g, vg, logbias, vr, v_stride, *p, nreads, T, H, d);
+            });
+        } else {
+            gate_fwd_kernel<TV><<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
+                g, vg, logbias, vr, v_stride, *p, nreads, T, H, d);
+        }
+        CUDA_LAUNCHED();
+    });
 }
 
 extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db,
@@ -543,28 +558,34 @@ extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real 
         __nv_bfloat16 *t = sg_twin_rest(base, BT * 3 * HD, &store);
         if (t) tw = t + 2 * HD;
     }
-    const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && dv_stride % 4 == 0 &&
-                     BT <= INT_MAX / 2 && gate_aligned(v) && gate_aligned(dv) &&
-                     (p->slot == SLOT_ROUTING || gate_aligned(dvg)) && (norm || gate_aligned(p->w));
-    int rows = GATE_ROWS; /* per tile */
-    if (vec) gate_by_width(d / 4, [&](auto l, auto) { rows = GATE_WARPS * (32 / decltype(l)::value) * GATE_RPG; });
-    const int ntiles = (int)((BT + rows - 1) / rows);
-    double *part = (double *)sg_scratch(SCRATCH_REDUCE, sizeof(double) * (size_t)ntiles * H * np);
-    if (vec) {
-        /* shmem <= 8 (4 32 GATE_MAX_NV + 1) doubles: under the default 48 KiB */
-        gate_by_width(d / 4, [&](auto l, auto nv) {
-            constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
-            gate_bwd_vec_kernel<L, NV><<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
-                dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part, tw, store);
-        });
-    } else {
-        if (shmem > 48 * 1024) /* only for head sizes beyond ~760 */
-            CUDA_CHECK(cudaFuncSetAttribute(gate_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)shmem));
-        gate_bwd_kernel<<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
-            dv, dv_stride, dvg, dlogbias, v, v_stride, g, *p, BT, T, H, d, np, part, tw, store);
-    }
-    CUDA_LAUNCHED();
+    int ntiles = 0;
+    double *part = NULL;
+    gate_with_v(v, [&](auto *vr, bool v_aligned) {
+        using TV = std::remove_const_t<std::remove_pointer_t<decltype(vr)>>;
+        const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && dv_stride % 4 == 0 &&
+                         BT <= INT_MAX / 2 && v_aligned && gate_aligned(dv) &&
+                         (p->slot == SLOT_ROUTING || gate_aligned(dvg)) && (norm || gate_aligned(p->w));
+        int rows = GATE_ROWS; /* per tile */
+        if (vec) gate_by_width(d / 4, [&](auto l, auto) { rows = GATE_WARPS * (32 / decltype(l)::value) * GATE_RPG; });
+        ntiles = (int)((BT + rows - 1) / rows);
+        part = (double *)sg_scratch(SCRATCH_REDUCE, sizeof(double) * (size_t)ntiles * H * np);
+        if (vec) {
+            /* shmem <= 8 (4 32 GATE_MAX_NV + 1) doubles: under the default 48 KiB */
+            gate_by_width(d / 4, [&](auto l, auto nv) {
+                constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
+                gate_bwd_vec_kernel<L, NV, TV><<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem,
+                                                 sg_stream()>>>(dv, dv_stride, dvg, dlogbias, vr, v_stride, g, *p, BT,
+                                                                T, H, d, np, part, tw, store);
+            });
+        } else {
+            if (shmem > 48 * 1024) /* only for head sizes beyond ~760 */
+                CUDA_CHECK(cudaFuncSetAttribute(gate_bwd_kernel<TV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)shmem));
+            gate_bwd_kernel<TV><<<dim3((unsigned)ntiles, (unsigned)H), GATE_WARPS * 32, shmem, sg_stream()>>>(
+                dv, dv_stride, dvg, dlogbias, vr, v_stride, g, *p, BT, T, H, d, np, part, tw, store);
+        }
+        CUDA_LAUNCHED();
+    });
     gate_param_reduce_kernel<<<dim3((unsigned)((np + 31) / 32), (unsigned)H), GATE_WARPS * 32, 0, sg_stream()>>>(
         dtau, dw, db, part, ntiles, H, d, np, norm);
     CUDA_LAUNCHED();

@@ -113,6 +113,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "attention_tiles_env.h"
 #include "cuda_common.h"
 
 enum { THREADS = 256, CACHE = 64, KEPT = 256 };
@@ -171,8 +172,8 @@ static long g_bf16_out; /* outputs stored in bf16 (op_bf16_operand): sg_matmul_b
 static int g_poison;    /* SG_TWIN_POISON=1 */
 
 /* The promises (address, count, as the table is keyed): op_matmul_only's,
- * and op_bf16_operand's */
-enum { TO_MATMULS, TO_BF16 };
+ * op_bf16_operand's and op_attention_operand's */
+enum { TO_MATMULS, TO_BF16, TO_ATTENTION };
 typedef struct {
     const float *p;
     long n;
@@ -263,6 +264,16 @@ extern "C" void op_bf16_operand(const real *buf, long n) {
     promise(buf, n, TO_BF16);
 }
 
+/* The qkv projection's output, read by the attention and the gates alone
+ * (ops.h): stored in bf16 as a bf16 operand is, when the attention reads
+ * bf16 operands (the mma kernels, whose packing then copies bf16 instead
+ * of rounding fp32: attention_pack.cu).  The wmma tiles read fp32, so
+ * under them the promise is not taken. */
+extern "C" void op_attention_operand(const real *buf, long n) {
+    if (!buf || n <= 0 || bf16_operands_env() != 1 || sg_attn_tiles_env() != 1) return;
+    promise(buf, n, TO_ATTENTION);
+}
+
 /* The pinned twins of the tensors whose promise ends are dropped with it:
  * they held values whose fp32 tensor was never stored. */
 extern "C" void op_matmul_only_end(const void *base, size_t bytes) {
@@ -284,12 +295,25 @@ static int promised(const float *p, long n, int kind) {
         if (g_promised[i].p == p && g_promised[i].n == n && g_promised[i].kind == kind) return 1;
     return 0;
 }
+static int bf16_kind(int kind) { return kind == TO_BF16 || kind == TO_ATTENTION; }
 
 /* A bf16 operand's values, which live in its own first 2n bytes.
  * The promise says that only a matmul writes it, always with those bf16
  * values (op_matmul_fwd's out, op_matmul_bwd's dinp, both overwritten). */
 extern "C" const __nv_bfloat16 *sg_bf16_stored(const float *p, long n) {
-    return p && n > 0 && promised(p, n, TO_BF16) ? (const __nv_bfloat16 *)p : NULL;
+    return p && n > 0 && (promised(p, n, TO_BF16) || promised(p, n, TO_ATTENTION)) ? (const __nv_bfloat16 *)p
+                                                                                   : NULL;
+}
+
+/* Element p of a tensor stored in bf16 (q, k and v are parts of qkv): its
+ * bf16, at the same index from the tensor's first byte. */
+extern "C" const __nv_bfloat16 *sg_bf16_inside(const float *p) {
+    if (!p) return NULL;
+    for (int i = 0; i < g_n_promised; i++) {
+        const Promise *q = &g_promised[i];
+        if (bf16_kind(q->kind) && p >= q->p && p < q->p + q->n) return (const __nv_bfloat16 *)q->p + (p - q->p);
+    }
+    return NULL;
 }
 
 static Kept *kept_find(const float *src, long n) {

@@ -61,6 +61,7 @@ void cuda_op_adamw(real *p, real *m, real *v, const real *g, long n, double lr, 
 void cuda_op_adamw_multi(real *p, real *m, real *v, const real *g, long base, const AdamwSeg *segs, int nseg,
                          double lr, double b1, double b2, double eps, double wd, long t, double gscale);
 void cuda_op_bf16_operand(const real *buf, long n);
+void cuda_op_attention_operand(const real *buf, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
 double cuda_op_sumsq(const real *x, long n);
 void *cuda_op_alloc(size_t bytes);
@@ -375,7 +376,10 @@ static void test_embed(int B, int T, int C, int V, int sink, int skew) {
  * float4 and scalar paths: vpad, added to the rows' stride of v and dv
  * (3C + vpad; not a multiple of 4: the scalar path); shift, buffers moved by
  * one float off their 16-byte alignment (1: v, 2: vg and dvg, 4: dv), which
- * takes the scalar path too. */
+ * takes the scalar path too.  bf16v: v as a part of a qkv stored in bf16
+ * (ops.h, op_attention_operand, promised under SG_ATTN=mma): v's values
+ * are rounded to bf16 first, the CUDA ops read the promised copy's bf16,
+ * and every output must be the bits of the same ops on the fp32 v. */
 static Buf misaligned(const Buf &b) { /* b's values, 4-byte aligned only */
     Buf m(b.n, 0.f, Buf::G + 1);
     memcpy(m.p(), b.p(), sizeof(float) * b.n);
@@ -387,20 +391,34 @@ static void same_values(const char *what, const Buf &a, const Buf &b) {
     CHECK(a.n == b.n && !memcmp(a.p(), b.p(), sizeof(float) * a.n), "%s: %s: not bitwise equal", g_tag.c_str(), what);
 }
 
-static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, int vpad, int shift) {
+static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, int vpad, int shift, int bf16v) {
     const int C = H * d, vs = 3 * C + vpad;
     const long nv = (long)B * T * vs, ng = (long)B * H * T, nvg = (long)B * T * C;
     Buf v = normal(nv, 1), tau = normal(H, 0.5), w = normal((long)H * d, 0.3), b = normal(H, 1);
     if (shift & 1) v = misaligned(v);
     if (zero)
         for (int e = 0; e < d; e++) v[(long)(T / 2) * vs + (H - 1) * d + e] = 0;
+    Buf vb(nv, nan_fill(), v.lead); /* bf16v: v's bf16 in its first half, the rest NaN */
+    if (bf16v) {
+        uint16_t *h = reinterpret_cast<uint16_t *>(vb.p());
+        for (long i = 0; i < nv; i++) {
+            v[i] = bf16_round(v[i]);
+            uint32_t u;
+            memcpy(&u, &v[i], 4);
+            h[i] = (uint16_t)(u >> 16);
+        }
+        setenv("SG_ATTN", "mma", 1);
+        cuda_op_attention_operand(vb.p(), nv);
+        unsetenv("SG_ATTN");
+    }
+    const float *vin = bf16v ? vb.p() : v.p(); /* what the CUDA ops read */
     const Buf v0 = v, tau0 = tau, w0 = w, b0 = b;
     const GateParams gp = {kind, slot, 8, tau.p(), w.p(), b.p()};
     const bool route = slot == SLOT_ROUTING;
     Buf g_r(ng), g(ng), vg_r = route ? normal(nvg, 1) : Buf(nvg), lb_r = route ? Buf(ng) : normal(ng, 1);
     Buf vg = shift & 2 ? misaligned(vg_r) : vg_r, lb = lb_r;
     op_gate_fwd(g_r.p(), vg_r.p(), lb_r.p(), v.p(), vs, &gp, B, T, H, d);
-    cuda_op_gate_fwd(g.p(), vg.p(), lb.p(), v.p(), vs, &gp, B, T, H, d);
+    cuda_op_gate_fwd(g.p(), vg.p(), lb.p(), vin, vs, &gp, B, T, H, d);
     same("fwd g", g, g_r, false);
     if (route) {
         same("fwd logbias", lb, lb_r, false);
@@ -417,10 +435,10 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
             for (int e = 0; e < C; e++) dv_r[r * vs + e] = nan_fill();
     Buf dtau_r = normal(H, 1), dw_r = normal((long)H * d, 1), db_r = normal(H, 1);
     Buf dv = shift & 4 ? misaligned(dv_r) : dv_r, dtau = dtau_r, dw = dw_r, db = db_r;
-    const Buf dvg0 = dvg, dlb0 = dlb;
+    const Buf dvg0 = dvg, dlb0 = dlb, dv0 = dv, dtau0 = dtau, dw0 = dw, db0 = db;
     op_gate_bwd(dv_r.p(), vs, dtau_r.p(), dw_r.p(), db_r.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr,
                 v.p(), vs, g_r.p(), &gp, B, T, H, d);
-    cuda_op_gate_bwd(dv.p(), vs, dtau.p(), dw.p(), db.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr, v.p(),
+    cuda_op_gate_bwd(dv.p(), vs, dtau.p(), dw.p(), db.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr, vin,
                      vs, g.p(), &gp, B, T, H, d);
     if (kind == GATE_NONE && route) {
         same_values("dv untouched (no gate, routing slot)", dv, dv_r);
@@ -439,6 +457,23 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
     } else {
         bitwise("dw untouched", dw, dw_r);
         bitwise("db untouched", db, db_r);
+    }
+    if (bf16v) { /* the same ops on the fp32 v of the same values */
+        Buf g2(ng), vg2 = shift & 2 ? misaligned(vg_r) : vg_r, lb2 = lb_r, dv2 = dv0, dtau2 = dtau0, dw2 = dw0,
+                    db2 = db0;
+        if (route) vg2 = vg, lb2 = Buf(ng);
+        else lb2 = lb;
+        cuda_op_gate_fwd(g2.p(), vg2.p(), lb2.p(), v.p(), vs, &gp, B, T, H, d);
+        cuda_op_gate_bwd(dv2.p(), vs, dtau2.p(), dw2.p(), db2.p(), route ? nullptr : dvg.p(), route ? dlb.p() : nullptr,
+                         v.p(), vs, g2.p(), &gp, B, T, H, d);
+        same_values("fwd g on the bf16 v", g, g2);
+        same_values(route ? "fwd logbias on the bf16 v" : "fwd vg on the bf16 v", route ? lb : vg, route ? lb2 : vg2);
+        same_values("bwd dv on the bf16 v", dv, dv2);
+        same_values("bwd dtau on the bf16 v", dtau, dtau2);
+        same_values("bwd dw on the bf16 v", dw, dw2);
+        same_values("bwd db on the bf16 v", db, db2);
+        cuda_op_matmul_only_end(vb.p(), sizeof(float) * nv);
+        intact({&vb});
     }
     intact({&g, &vg, &lb, &dv, &dtau, &dw, &db});
     unchanged("v", v, v0), unchanged("tau", tau, tau0), unchanged("w", w, w0), unchanged("b", b, b0);
@@ -648,7 +683,7 @@ int main(int argc, char **argv) {
      * both slots, and d = 40 (10 float4 a read: 6 of gate.cu's 16 lanes a
      * read idle) with a zero v for the norm gate */
     struct GateCase {
-        int kind, slot, B, T, H, d, zero, vpad = 0, shift = 0; /* vpad, shift: as test_gate's */
+        int kind, slot, B, T, H, d, zero, vpad = 0, shift = 0, bf16v = 0; /* vpad, shift, bf16v: as test_gate's */
     };
     std::vector<GateCase> gates;
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
@@ -700,15 +735,24 @@ int main(int argc, char **argv) {
     gates.push_back({GATE_NORM, SLOT_VALUE, 2, 1100, 2, 128, 1});
     gates.push_back({GATE_PROJ, SLOT_ROUTING, 3, 701, 1, 16, 0});
     gates.push_back({GATE_PROJ, SLOT_VALUE, 2, 1100, 1, 30, 0});
+    /* v read from a qkv stored in bf16: both kinds and slots on the float4
+     * path (d 64), the scalar path (d 30, a stride of 3C + 1) and v off its
+     * 8-byte alignment (the scalar path too) */
+    for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
+        for (int slot = 0; slot < 2; slot++) gates.push_back({kind, slot, 1, 75, 3, 64, kind == GATE_NORM, 0, 0, 1});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 33, 3, 30, 0, 0, 0, 1});
+    gates.push_back({GATE_NORM, SLOT_ROUTING, 1, 40, 2, 64, 1, 1, 0, 1});
+    gates.push_back({GATE_PROJ, SLOT_VALUE, 1, 40, 2, 64, 0, 0, 1, 1});
     for (const GateCase &c : gates) {
         char extra[64] = "";
         if (c.vpad) snprintf(extra, sizeof extra, " stride=3C+%d", c.vpad);
         if (c.shift)
             snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " misaligned=%s",
                      c.shift == 1 ? "v" : c.shift == 2 ? "vg,dvg" : "dv");
+        if (c.bf16v) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " v-bf16");
         snprintf(tag, sizeof tag, "gate %s %s B%d T%d H%d d%d%s%s", KIND[c.kind], c.slot ? "routing" : "value", c.B,
                  c.T, c.H, c.d, c.zero ? " zero-v" : "", extra);
-        run(tag, [&] { test_gate(c.kind, c.slot, c.B, c.T, c.H, c.d, c.zero, c.vpad, c.shift); });
+        run(tag, [&] { test_gate(c.kind, c.slot, c.B, c.T, c.H, c.d, c.zero, c.vpad, c.shift, c.bf16v); });
     }
 
     /* test_gpu_ops's (37, 32, 100, 128) with every output, then with some

@@ -6,6 +6,7 @@
 #define op_matmul_only cpu_op_matmul_only
 #define op_matmul_only_end cpu_op_matmul_only_end
 #define op_bf16_operand cpu_op_bf16_operand
+#define op_attention_operand cpu_op_attention_operand
 #define op_layernorm_fwd cpu_op_layernorm_fwd
 #define op_residual_layernorm_fwd cpu_op_residual_layernorm_fwd
 #define op_layernorm_bwd cpu_op_layernorm_bwd

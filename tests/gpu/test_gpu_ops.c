@@ -733,6 +733,165 @@ static void test_bf16_layernorm(int M, int C, int N, int bias) {
     free(g), free(w), free(x), free(lw), free(lb), free(dx0), free(dw0), free(db0), free(dyv), free(mu), free(rs);
 }
 
+/* ---- the attention operand (ops.h, op_attention_operand) -------------------
+ * Each layer's qkv is promised to its attention and gate alone.  Under the
+ * mma tiles the CUDA backend stores it in bf16, as autocast stores the qkv
+ * projection; the attention's packing then copies the bf16 q, k and v
+ * instead of rounding fp32, and the gates read v's bf16 and compute in fp32.
+ * Shown for one layer's qkv product, attention and gate, forward and
+ * backward:
+ *   - the stored bf16 is the unpromised product rounded to nearest even
+ *     (operand_check: bitwise in the emulator, within one bf16 ulp on a
+ *     device), and the other half of the bytes is NaN under SG_TWIN_POISON=1;
+ *   - the attention's out, lse and dq/dk/dv and the gate's g, vg or
+ *     logbias, dv and parameter gradients are the bits of the same ops on an
+ *     fp32 qkv holding the stored values: rounding a bf16 value to bf16
+ *     keeps it, and widening it is exact, on any device;
+ *   - the attention agrees with the CPU op on those values;
+ *   - under the wmma tiles, which read fp32, and with SG_BF16_OPERANDS=0,
+ *     the promise is not taken: the product stores fp32, the same bits. */
+void op_attention_operand(const real *buf, long n);
+const void *sg_bf16_inside(const real *p); /* kernels/cuda/matmul.cu: the bf16 of element p, or NULL */
+
+static void test_attention_operand(int B, int T, int H, int d, int kind, int slot) {
+    const int C = H * d, qs = 3 * C;
+    const long N = (long)B * T, nq = N * qs, no = N * C, nl = (long)B * H * T;
+    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
+    const int taken = bf16_operands_on() && !strcmp(tiles, "mma");
+    real *x = host_rand(N * C, 1), *w = host_rand((long)qs * C, 1.0 / sqrt((double)C)), *sink = host_rand(H, 1);
+    real *tau = host_rand(H, 0.5), *gw = host_rand((long)H * d, 0.3), *gb = host_rand(H, 1);
+    real *dout = host_rand(no, 1), *dvg = host_rand(no, 1), *dlb = host_rand(nl, 1);
+    real *x_d = dev_of(x, N * C), *w_d = dev_of(w, (long)qs * C), *sink_d = dev_of(sink, H), *dout_d = dev_of(dout, no);
+    real *tau_d = dev_of(tau, H), *gw_d = dev_of(gw, (long)H * d), *gb_d = dev_of(gb, H);
+    real *qkv_p = gpu_ops.alloc(sizeof(real) * nq), *qkv_r = gpu_ops.alloc(sizeof(real) * nq);
+    char what[160], part[256];
+    snprintf(what, sizeof what, "attention operand B%d T%d H%d d%d %s gate, %s slot, tiles %s%s", B, T, H, d,
+             kind == GATE_NORM ? "norm" : "proj", slot ? "routing" : "value", tiles,
+             bf16_operands_on() ? "" : ", SG_BF16_OPERANDS=0");
+    op_attention_operand(qkv_p, nq);
+    const long b0 = sg_matmul_bf16_outputs();
+    gpu_ops.matmul_fwd(qkv_p, x_d, w_d, (int)N, C, qs);
+    gpu_ops.matmul_fwd(qkv_r, x_d, w_d, (int)N, C, qs);
+    CHECK(sg_matmul_bf16_outputs() - b0 == taken, "%s: %ld outputs stored in bf16, want %d", what,
+          sg_matmul_bf16_outputs() - b0, taken);
+    real *qv;
+    if (taken) {
+        qv = operand_values(qkv_p, nq);
+        snprintf(part, sizeof part, "%s, qkv", what);
+        operand_check(part, qv, qkv_r, nq);
+        if (poison_on()) {
+            real *raw = back(qkv_p, nq);
+            long bad = 0;
+            for (long i = (nq + 1) / 2; i < nq; i++) bad += !isnan(raw[i]);
+            CHECK(bad == 0, "%s: %ld fp32 words past the bf16 values not NaN under SG_TWIN_POISON=1", what, bad);
+            free(raw);
+        }
+    } else {
+        snprintf(part, sizeof part, "%s, qkv not taken", what);
+        bits_as(part, "the unpromised product", qkv_p, qkv_r, nq);
+        qv = back(qkv_r, nq);
+    }
+    real *qv_d = dev_of(qv, nq); /* an fp32 qkv of the stored values: the reference's input */
+    real *src[2] = {qkv_p, qv_d};
+
+    /* the gate on v */
+    GateParams gp = {kind, slot, 8, tau, gw, gb}, gpd = {kind, slot, 8, tau_d, gw_d, gb_d};
+    real *g_d[2], *vg_d[2], *lb_d[2], *dv_d[2], *dtau_d[2], *dw_d[2], *db_d[2];
+    real *dv0 = host_rand(nq, 1), *dz = calloc((size_t)(H * d + 1), sizeof *dz);
+    for (int k = 0; k < 2; k++) {
+        g_d[k] = gpu_ops.alloc(sizeof(real) * nl), vg_d[k] = gpu_ops.alloc(sizeof(real) * no);
+        lb_d[k] = gpu_ops.alloc(sizeof(real) * nl);
+        dv_d[k] = dev_of(dv0, nq), dtau_d[k] = dev_of(dz, H), dw_d[k] = dev_of(dz, (long)H * d), db_d[k] = dev_of(dz, H);
+        gpu_ops.gate_fwd(g_d[k], vg_d[k], lb_d[k], src[k] + 2 * C, qs, &gpd, B, T, H, d);
+    }
+    real *dvg_d = dev_of(dvg, no), *dlb_d = dev_of(dlb, nl);
+    for (int k = 0; k < 2; k++)
+        gpu_ops.gate_bwd(dv_d[k] + 2 * C, qs, dtau_d[k], dw_d[k], db_d[k], slot ? NULL : dvg_d, slot ? dlb_d : NULL,
+                         src[k] + 2 * C, qs, g_d[k], &gpd, B, T, H, d);
+    static const char *const gname[] = {"gate g", "gate vg", "gate logbias", "gate dv", "gate dtau", "gate dw",
+                                        "gate db"};
+    real **gout[] = {g_d, vg_d, lb_d, dv_d, dtau_d, dw_d, db_d};
+    const long glen[] = {nl, no, nl, nq, H, (long)H * d, H};
+    for (int o = 0; o < 7; o++) {
+        if ((o == 1 && slot) || (o == 2 && !slot) || (o == 4 && kind != GATE_NORM) || (o >= 5 && kind != GATE_PROJ))
+            continue;
+        snprintf(part, sizeof part, "%s, %s", what, gname[o]);
+        bits_as(part, "the op on an fp32 qkv", gout[o][0], gout[o][1], glen[o]);
+    }
+    real *g = calloc((size_t)nl, sizeof *g), *vg = calloc((size_t)no, sizeof *vg), *lbh = calloc((size_t)nl, sizeof *lbh);
+    cpu_ops.gate_fwd(g, vg, lbh, qv + 2 * C, qs, &gp, B, T, H, d);
+    snprintf(part, sizeof part, "%s, gate g against the CPU op", what);
+    same(part, g_d[0], g, nl, 0);
+
+    /* the attention: the routing slot's log-bias as its per-key bias */
+    real *lbk = back(lb_d[1], nl);
+    real *lbk_d = dev_of(lbk, nl);
+    AttnArgs ad = {B, T, H, d, qs, qs, qs, C, 1, sink_d, slot ? lbk_d : NULL};
+    AttnArgs a = {B, T, H, d, qs, qs, qs, C, 1, sink, slot ? lbk : NULL};
+    real *o_d[2], *lse_d[2], *dq_d[2], *ds_d[2];
+    real *zero = calloc((size_t)nq, sizeof *zero);
+    for (int k = 0; k < 2; k++) {
+        o_d[k] = gpu_ops.alloc(sizeof(real) * no), lse_d[k] = gpu_ops.alloc(sizeof(real) * nl);
+        dq_d[k] = dev_of(zero, nq), ds_d[k] = dev_of(zero, H);
+        gpu_ops.attention_fwd(o_d[k], lse_d[k], src[k], src[k] + C, src[k] + 2 * C, &ad);
+        gpu_ops.attention_bwd(dq_d[k], dq_d[k] + C, dq_d[k] + 2 * C, ds_d[k], NULL, dout_d, src[k], src[k] + C,
+                              src[k] + 2 * C, o_d[k], lse_d[k], &ad);
+    }
+    static const char *const aname[] = {"attention out", "attention lse", "attention dq/dk/dv", "attention dsink"};
+    real **aout[] = {o_d, lse_d, dq_d, ds_d};
+    const long alen[] = {no, nl, nq, H};
+    for (int o = 0; o < 4; o++) {
+        snprintf(part, sizeof part, "%s, %s", what, aname[o]);
+        bits_as(part, "the op on an fp32 qkv", aout[o][0], aout[o][1], alen[o]);
+    }
+    real *oh = calloc((size_t)no, sizeof *oh), *lse = calloc((size_t)nl, sizeof *lse);
+    cpu_ops.attention_fwd(oh, lse, qv, qv + C, qv + 2 * C, &a);
+    snprintf(part, sizeof part, "%s, attention out against the CPU op", what);
+    same(part, o_d[0], oh, no, 1);
+
+    op_matmul_only_end(qkv_p, sizeof(real) * (size_t)nq);
+    CHECK(!sg_bf16_inside(qkv_p + C), "%s: k still found in bf16 after the promise ended", what);
+    void *ds[] = {x_d, w_d, sink_d, dout_d, tau_d, gw_d, gb_d, qkv_p, qkv_r, qv_d, dvg_d, dlb_d, lbk_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    for (int k = 0; k < 2; k++) {
+        void *dk[] = {g_d[k], vg_d[k], lb_d[k], dv_d[k], dtau_d[k], dw_d[k], db_d[k], o_d[k], lse_d[k], dq_d[k], ds_d[k]};
+        for (size_t i = 0; i < sizeof dk / sizeof *dk; i++) gpu_ops.free(dk[i]);
+    }
+    free(x), free(w), free(sink), free(tau), free(gw), free(gb), free(dout), free(dvg), free(dlb), free(qv), free(dv0);
+    free(dz), free(g), free(vg), free(lbh), free(lbk), free(zero), free(oh), free(lse);
+}
+
+static void test_attention_operands(void) {
+    static const char *const tiles[] = {"mma", "wmma"};
+    for (int ki = 0; ki < 2; ki++) {
+        setenv("SG_ATTN", tiles[ki], 1);
+        for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
+            for (int slot = 0; slot < 2; slot++) test_attention_operand(2, 70, 2, 64, kind, slot); /* vector paths */
+        test_attention_operand(1, 33, 3, 30, GATE_PROJ, SLOT_VALUE); /* d 30: the scalar paths */
+        test_attention_operand(1, 40, 2, 36, GATE_NORM, SLOT_VALUE); /* d 36: the pack's scalar path, gate's vector */
+    }
+    unsetenv("SG_ATTN");
+}
+
+/* `test_gpu_ops broken-promise attention`: under SG_ATTN=mma the analyses'
+ * explicit attention (op_attention_probs, which reads fp32) is given a q and
+ * k stored in bf16.  It must stop the program (exit 1, a message naming
+ * op_attention_operand); under wmma the promise is not taken and it goes on. */
+static int broken_attention_promise(void) {
+    const int B = 1, T = 16, H = 2, d = 16, C = H * d;
+    real *x = host_rand((long)B * T * C, 1), *w = host_rand(3L * C * C, 0.2);
+    real *x_d = dev_of(x, (long)B * T * C), *w_d = dev_of(w, 3L * C * C);
+    real *qkv_d = gpu_ops.alloc(sizeof(real) * B * T * 3 * C), *p_d = gpu_ops.alloc(sizeof(real) * B * H * T * (T + 1));
+    op_attention_operand(qkv_d, (long)B * T * 3 * C);
+    gpu_ops.matmul_fwd(qkv_d, x_d, w_d, B * T, C, 3 * C);
+    AttnArgs a = {B, T, H, d, 3 * C, 3 * C, 3 * C, C, 0, NULL, NULL};
+    gpu_ops.attention_probs(p_d, qkv_d, qkv_d + C, &a);
+    op_sync();
+    printf("broken promise (attention): the probabilities went on, %ld outputs were stored in bf16\n",
+           sg_matmul_bf16_outputs());
+    return 0;
+}
+
 static void test_bf16_operands(void) {
     test_bf16_operand(130, 64, 96);
     test_bf16_operand(67, 48, 98); /* n % 4 = 2: GELU's scalar tail reads bf16 too */
@@ -1352,9 +1511,12 @@ int main(int argc, char **argv) {
     check_name = "test_gpu_ops";
     printf("CPU reference: %s; GPU: %s\n", cpu_ops.backend(), gpu_ops.backend());
     if (argc > 2 && !strcmp(argv[1], "broken-promise"))
-        return !strcmp(argv[2], "bf16") ? broken_bf16_promise() : broken_promise(argv[2]);
+        return !strcmp(argv[2], "bf16")        ? broken_bf16_promise()
+               : !strcmp(argv[2], "attention") ? broken_attention_promise()
+                                               : broken_promise(argv[2]);
     if (argc > 1 && !strcmp(argv[1], "bf16-operands")) { /* the bf16 operand cases alone */
         test_bf16_operands();
+        test_attention_operands();
         return check_finish();
     }
     if (argc > 1 && !strcmp(argv[1], "twins")) { /* the twin cases alone (tests/e2e_cuda_sgtrain_emu.sh) */
@@ -1371,6 +1533,7 @@ int main(int argc, char **argv) {
     test_tuning();
     test_twins();
     test_bf16_operands();
+    test_attention_operands();
     test_layernorm(50, 64, 1);
     test_layernorm(300, 768, 0);
     for (int alias = 0; alias <= 2; alias++) {

@@ -1,0 +1,19 @@
+/* SG_ATTN, the attention's tile kernels: read by the attention ops
+ * (attention_fwd.cu, which stops the program on a bad value as it loads) and
+ * by the matmuls (matmul.cu), which store the qkv projection in bf16 only
+ * for the mma tiles (ops.h, op_attention_operand). */
+#ifndef SG_ATTENTION_TILES_ENV_H
+#define SG_ATTENTION_TILES_ENV_H
+
+#include <stdlib.h>
+#include <string.h>
+
+/* 1: mma, 0: wmma (the default), -1: neither (a bad value) */
+static inline int sg_attn_tiles_env(void) {
+    const char *e = getenv("SG_ATTN");
+    if (!e || !*e || !strcmp(e, "wmma")) return 0;
+    return !strcmp(e, "mma") ? 1 : -1;
+}
+#define ATTN_TILES_ERROR "SG_ATTN must be \"wmma\" (the default) or \"mma\""
+
+#endif
