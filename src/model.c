@@ -370,10 +370,11 @@ static long layout_acts(Model *m, int B, real *base) {
  * of GELU's output, read by GELU's backward; and dln, the gradient the
  * qkv and fc backwards hand their LayerNorm's backward.  The GPU stores
  * them in bf16, as autocast does.
- * Promised as an attention operand (ops.h, op_attention_operand): each
- * layer's qkv, read by its attention and gate alone, which the GPU may then
- * store in bf16 too.  Not while the analyses' hooks run: they read qkv, and
- * one writes it (promise_qkv). */
+ * Promised as attention operands (ops.h, op_attention_operand): datty,
+ * the attention projection's dinp, read by the attention's backward alone;
+ * and each layer's qkv, read by its attention and gate alone; the GPU may
+ * store them in bf16 too.  qkv not while the analyses' hooks run: they
+ * read it, and one writes it (promise_qkv). */
 static void promise_qkv(Model *m, int B, int on) {
     if (on == m->qkv_promised) return;
     long N = (long)B * m->Tp, n = N * 3 * m->C;
@@ -397,6 +398,7 @@ static void promise_acts(Model *m, int B) {
     op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
     op_bf16_operand(m->a.dln, N * C);
     if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
+    op_attention_operand(m->a.datty, N * C);
     m->qkv_promised = 0;
     promise_qkv(m, B, m->hooks == NULL);
 }

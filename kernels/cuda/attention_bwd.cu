@@ -42,9 +42,10 @@ static constexpr int PRE_NT = 256;   /* 8 warps, PRE_ROWS / 8 rows each */
 
 /* ---- 1. D_i and the dsink partials -------------------------------------- */
 
+template <typename TD>
 static __global__ void __launch_bounds__(PRE_NT)
     attn_bwd_pre_kernel(float *__restrict__ D, double *__restrict__ dc_part,
-                        const float *__restrict__ dout, const float *__restrict__ out,
+                        const TD *__restrict__ dout, const float *__restrict__ out,
                         const float *__restrict__ lse, const float *__restrict__ sink,
                         AttnGeom g, int want_dc) {
     constexpr int NW = PRE_NT / 32;
@@ -62,10 +63,11 @@ static __global__ void __launch_bounds__(PRE_NT)
          * form, and sum_j dS_ij = 0 (no phantom) holds to fp32 rounding, as
          * in exact arithmetic.  With fp32 dO here, dS would carry dO's
          * rounding (~2^-9 |dO| |v|) as noise, even where it is exactly 0
-         * (T = 1, or row 0 without a phantom). */
+         * (T = 1, or row 0 without a phantom).  A dO stored in bf16 (ops.h,
+         * op_attention_operand) rounds to itself. */
         float acc = 0.f;
         for (int e = lane; e < g.d; e += 32)
-            acc = fmaf(__bfloat162float(__float2bfloat16_rn(dout[row + e])), out[row + e], acc);
+            acc = fmaf(__bfloat162float(__float2bfloat16_rn(ld1(dout, row + e))), out[row + e], acc);
         /* butterfly: every lane ends with the same bits */
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -433,8 +435,17 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *pack = mma ? (sg_bf16 *)(scratch + d_bytes + c_bytes) : nullptr;
     sg_bf16 *ds = stored ? (sg_bf16 *)(scratch + d_bytes + c_bytes + p_bytes) : nullptr;
 
-    attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
-        D, dc_part, dout, out, lse, a->sink, g, want_dc);
+    if (!mma) { /* the wmma tiles read fp32 */
+        sg_attn_need_fp32("op_attention_bwd", q, k, v);
+        sg_attn_need_fp32("op_attention_bwd", dout, nullptr, nullptr);
+    }
+    const sg_bf16 *dob = sg_bf16_inside(dout);
+    if (dob)
+        attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
+            D, dc_part, dob, out, lse, a->sink, g, want_dc);
+    else
+        attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
+            D, dc_part, dout, out, lse, a->sink, g, want_dc);
     CUDA_LAUNCHED();
     /* dq, dk and dv are the qkv matmul's dout when they are the three parts
      * of one [B T, 3 H d] row: the mma kernels then also write its bf16
@@ -456,7 +467,6 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     if (mma) {
         attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
     } else {
-        sg_attn_need_fp32("op_attention_bwd", q, k, v);
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
         });

@@ -64,13 +64,15 @@ struct BwdMmaSmem {
     __device__ __forceinline__ sg_bf16 *buf(int i) const { return i ? a : b; }
 };
 
-/* A pair of 64-row tiles of two packed (b,h) slices, rows r0 .. r0+63,
- * into a buffer (the first tile, then the second at TE elements), by
- * cp.async; the caller commits. */
+/* A pair of 64-row tiles of two operands' (b,h) slices (rows rs1 and rs2
+ * apart; AttnOp), rows r0 .. r0+63, zero at or past T, into a buffer (the
+ * first tile, then the second at TE elements), by cp.async; the caller
+ * commits. */
 template <int DP, int LD, int TE, int NT = ATTN_NT>
-static __device__ __forceinline__ void attn_cp_pair(sg_bf16 *dst, const sg_bf16 *s1, const sg_bf16 *s2, int r0) {
-    attn_cp_tile<ATTN_BQ, DP, LD, NT>(dst, s1, r0);
-    attn_cp_tile<ATTN_BQ, DP, LD, NT>(dst + TE, s2, r0);
+static __device__ __forceinline__ void attn_cp_pair(sg_bf16 *dst, const sg_bf16 *s1, int rs1, const sg_bf16 *s2,
+                                                    int rs2, int r0, int T) {
+    attn_cp_rows<ATTN_BQ, DP, LD, NT>(dst, s1, rs1, r0, T);
+    attn_cp_rows<ATTN_BQ, DP, LD, NT>(dst + TE, s2, rs2, r0, T);
 }
 
 /* A warp's 16 rows of the two tiles of a buffer as NF k-step A operands:
@@ -172,8 +174,7 @@ extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 template <int DP>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
-                             const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
-                             const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
+                             const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
                              sg_bf16 *__restrict__ ds, AttnGeom g) {
@@ -184,8 +185,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
-    const sg_bf16 *qh = qp + slice, *gh = gp + slice;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const sg_bf16 *qh = qo.at(b, h), *gh = go.at(b, h);
     const float *lseh = lse + bh * T, *Dh = D + bh * T;
     const int kw0 = k0 + warp * 16;
     const bool active = kw0 < T; /* warp-uniform */
@@ -198,8 +199,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     /* the block's K and V into region A, query tile kt (the diagonal one)
      * into buffer 0, one group */
-    attn_cp_pair<DP, LD, TE>(sm.buf(1), kp + slice, vp + slice, k0);
-    attn_cp_pair<DP, LD, TE>(sm.buf(0), qh, gh, k0);
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(b, h), ko.rs, vo.at(b, h), vo.rs, k0, T);
+    attn_cp_pair<DP, LD, TE>(sm.buf(0), qh, qo.rs, gh, go.rs, k0, T);
     tc_cp_commit();
     attn_load_bias(sm.lb2, logbias ? logbias + bh * T : nullptr, k0, T);
     attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
@@ -219,7 +220,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
     for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
         const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
         if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
-            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), qh, gh, q0 + ATTN_BQ);
+            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), qh, qo.rs, gh, go.rs, q0 + ATTN_BQ, T);
             tc_cp_commit();
             attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
@@ -327,8 +328,7 @@ static __device__ __forceinline__ void attn_dq_store(float *__restrict__ dq, sg_
 
 template <int DP, int MT>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
-    attn_bwd_dq_mma_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ qp, const sg_bf16 *__restrict__ kp,
-                           const sg_bf16 *__restrict__ vp, const sg_bf16 *__restrict__ gp,
+    attn_bwd_dq_mma_kernel(float *__restrict__ dq, const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                            const float *__restrict__ lse, const float *__restrict__ D,
                            const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g) {
     typedef BwdMmaLayout<DP> L;
@@ -338,8 +338,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
-    const sg_bf16 *kh = kp + slice, *vh = vp + slice;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const sg_bf16 *kh = ko.at(b, h), *vh = vo.at(b, h);
     const float *lb = logbias ? logbias + bh * T : nullptr;
     const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
     const bool active = qw0 < T; /* warp-uniform */
@@ -348,8 +348,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     for (int i = 0; i < MT; ++i) row[i][0] = qw0 + 16 * i + gq, row[i][1] = qw0 + 16 * i + gq + 8;
 
     /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
-    attn_cp_pair<DP, LD, TE, NT>(sm.buf(1), qp + slice, gp + slice, q0);
-    attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, vh, 0);
+    attn_cp_pair<DP, LD, TE, NT>(sm.buf(1), qo.at(b, h), qo.rs, go.at(b, h), go.rs, q0, T);
+    attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, ko.rs, vh, vo.rs, 0, T);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
     attn_load_bias(sm.lb2, lb, 0, T);
@@ -376,7 +376,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     for (int kt = 0; kt <= qt; ++kt) { /* key tiles at or left of the diagonal */
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next key tile while this one is used */
-            attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, vh, k0 + ATTN_BK);
+            attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, ko.rs, vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
             attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
@@ -453,7 +453,7 @@ struct DqStoredLayout {
 
 template <int DP, int MT>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
-    attn_bwd_dq_stored_kernel(float *__restrict__ dq, const sg_bf16 *__restrict__ kp,
+    attn_bwd_dq_stored_kernel(float *__restrict__ dq, const AttnOp ko,
                               const sg_bf16 *__restrict__ ds, sg_bf16 *__restrict__ twq, AttnGeom g) {
     typedef DqStoredLayout<DP> L;
     constexpr int NF = DP / 16, NT = DqMma<MT>::NT, RW = 16 * MT, TILE = ATTN_BK * ATTN_BQ;
@@ -461,13 +461,13 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 
     const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, q0 = qt * ATTN_BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d, slice = bh * g.Tp * DP;
-    const sg_bf16 *kh = kp + slice;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const sg_bf16 *kh = ko.at(b, h);
     const sg_bf16 *dsq = attn_ds_tile(ds, bh, T, 0, qt); /* tiles kt = 0 .. qt follow */
     const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
     const bool active = qw0 < T; /* warp-uniform */
 
-    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem), kh, 0);
+    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem), kh, ko.rs, 0, T);
     attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::S), dsq, 0);
     tc_cp_commit();
     float dqa[MT][DP / 8][4];
@@ -482,7 +482,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next tiles while these are used */
             unsigned char *nb = attn_smem + (cur ^ 1) * L::BUF;
-            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(nb), kh, k0 + ATTN_BK);
+            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(nb), kh, ko.rs, k0 + ATTN_BK, T);
             attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(nb + L::S),
                                                        dsq + (long)(kt + 1) * TILE, 0);
             tc_cp_commit();
@@ -512,34 +512,32 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 }
 
 template <int DP>
-static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const sg_bf16 *qkvp, const sg_bf16 *gp,
-                                const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin,
-                                sg_bf16 *ds) {
+static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp *op, const real *lse,
+                                const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds) {
     /* the twin's parts at dk's and dv's offsets from dq; dv apart (a value
      * gate's input gradient) has no part in it and is always stored */
     const long C = (long)a->H * a->d;
     sg_bf16 *tk = twin ? twin + C : nullptr, *tv = twin && dv == dq + 2 * C ? twin + 2 * C : nullptr;
-    const size_t smem = BwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
-    const sg_bf16 *qp = qkvp, *kp = qkvp + n, *vp = qkvp + 2 * n;
+    const size_t smem = BwdMmaLayout<DP>::BYTES;
     attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
 
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
-    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, qp, kp, vp, gp, lse, D,
-                                                                       a->logbias, tk, tv, ds, g);
+    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3],
+                                                                       lse, D, a->logbias, tk, tv, ds, g);
     CUDA_LAUNCHED();
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
         if (ds) {
             const size_t sbytes = DqStoredLayout<DP>::BYTES;
             attn_smem_attr(attn_bwd_dq_stored_kernel<DP, MT>, sbytes);
-            attn_bwd_dq_stored_kernel<DP, MT><<<grid, DqMma<MT>::NT, sbytes, sg_stream()>>>(dq, kp, ds, twin, g);
+            attn_bwd_dq_stored_kernel<DP, MT><<<grid, DqMma<MT>::NT, sbytes, sg_stream()>>>(dq, op[1], ds, twin, g);
             CUDA_LAUNCHED();
             g_dq_stored++;
             return;
         }
         attn_smem_attr(attn_bwd_dq_mma_kernel<DP, MT>, smem);
-        attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, qp, kp, vp, gp, lse, D,
-                                                                                    a->logbias, twin, g);
+        attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3],
+                                                                                    lse, D, a->logbias, twin, g);
         CUDA_LAUNCHED();
     });
 }
@@ -547,16 +545,28 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
                   sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds) {
-    const sg_bf16 *qkvp = kept, *gp = pack;
+    /* Q, K, V read in place as the forward read them (the same test on
+     * the same tensors), else from the forward's kept packs or packed here;
+     * dO packed (it is fp32) */
+    AttnOp op[4];
+    const float *t[4] = {q, k, v, dout};
+    const int st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
+    const int inplace = attn_inplace_ops(op, 4, t, st, g);
     if (kept) {
-        const AttnPackSrc src = {{dout, nullptr, nullptr, nullptr}, {a->o_stride, 0, 0, 0}, g.vec};
-        attn_pack(pack, 1, src, g);
-    } else {
+        if (!(inplace >> 3 & 1)) {
+            const AttnPackSrc src = {{dout, nullptr, nullptr, nullptr}, {a->o_stride, 0, 0, 0}, g.vec};
+            attn_pack(pack, 1, src, g);
+            op[3] = attn_packed_op(pack, 0, g);
+        }
+        for (int i = 0; i < 3; i++)
+            if (!(inplace >> i & 1)) op[i] = attn_packed_op(kept, i, g);
+    } else if (inplace != 15) {
         const AttnPackSrc src = {{q, k, v, dout}, {a->q_stride, a->k_stride, a->v_stride, a->o_stride}, g.vec};
-        attn_pack(pack, 4, src, g);
-        qkvp = pack, gp = pack + 3 * attn_pack_elems(g);
+        attn_pack(pack, 4, src, g, inplace);
+        for (int i = 0; i < 4; i++)
+            if (!(inplace >> i & 1)) op[i] = attn_packed_op(pack, i, g);
     }
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, qkvp, gp, lse, D, a, g, twin, ds);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
     });
 }

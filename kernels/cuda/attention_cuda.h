@@ -250,6 +250,10 @@ static __device__ __forceinline__ void tc_store_rows(float *__restrict__ dst, in
  * instead of once per block that reads it (every query block of a (b,h)
  * reads every key tile before its diagonal).  The rounding is the one the
  * fp32 tile loader applies, so the products see the same operands. */
+static inline size_t attn_pack_elems_of(const AttnGeom &g) {
+    return (size_t)g.B * g.H * g.Tp * attn_dpad(g.d);
+}
+static inline size_t attn_pack_elems(const AttnGeom &g) { return attn_pack_elems_of(g); }
 struct AttnPackSrc {
     const float *p[4];
     int stride[4]; /* elements between rows */
@@ -263,11 +267,35 @@ struct AttnPackArgs {
     AttnPackSrc s;
     const sg_bf16 *b[4]; /* null: read p[i] in fp32 */
     int vecb;            /* bit i: b[i] 16-byte aligned, stride[i] and d multiples of 8 */
+    int skip;            /* bit i: tensor i is read in place (AttnOp), its pack slot left alone */
 };
-static inline size_t attn_pack_elems(const AttnGeom &g) {
-    return (size_t)g.B * g.H * g.Tp * attn_dpad(g.d);
+
+/* A bf16 operand of the mma kernels: row t of head h of sequence b at
+ * p + b bs + h hs + t rs, its d elements contiguous.  Either a pack slot
+ * (bs = H Tp DP, hs = Tp DP, rs = DP), or, when q, k or v is a part of the
+ * qkv stored in bf16 (ops.h, op_attention_operand) with d = DP and rows
+ * 16-byte aligned, the tensor itself, read in place: bs = T stride, hs = d,
+ * rs = stride.  Then nothing is packed for it: the packing's read and
+ * write of it (at the 124M tier 25 MB each a tensor and layer) and its
+ * share of the kept packs are saved.  Rows at or past T are zero either
+ * way (attn_cp_rows fills them), so both give the kernels the same tiles. */
+struct AttnOp {
+    const sg_bf16 *p;
+    long bs, hs;
+    int rs;
+    __host__ __device__ __forceinline__ const sg_bf16 *at(int b, int h) const { return p + b * bs + h * hs; }
+};
+/* Slot i of a pack buffer as an operand */
+static inline AttnOp attn_packed_op(const sg_bf16 *pack, int i, const AttnGeom &g) {
+    const int DP = attn_dpad(g.d);
+    return {pack + (size_t)i * attn_pack_elems_of(g), (long)g.H * g.Tp * DP, (long)g.Tp * DP, DP};
 }
-void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g);
+/* q, k, v (and dO: n = 4) as the kernels read them: in place where they
+ * can be (op[i].p set, bit i of the result), else pack slot i of `pack`
+ * (null: the slot is filled later) */
+int attn_inplace_ops(AttnOp *op, int n, const float *const *t, const int *stride, const AttnGeom &g);
+
+void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g, int skip = 0);
 /* The forward's packs kept for its backward (attention_pack.cu):
  * attn_pack_keep gives the buffer (3 packs) the forward of q, k, v packs
  * into, or null when there is no memory for one; attn_pack_kept, the one
@@ -277,8 +305,27 @@ sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnA
 const sg_bf16 *attn_pack_kept(const real *q, const real *k, const real *v, const AttnArgs *a);
 void attn_pack_drop(const real *q, const real *k, const real *v, const AttnArgs *a);
 
-/* Rows r0 .. r0+ROWS-1 of a packed (b,h) slice into a tile of row length
- * LD, by cp.async, 8 elements a copy; the caller commits and waits. */
+/* Rows r0 .. r0+ROWS-1 of an operand's (b,h) slice (AttnOp::at; rows rs
+ * apart) into a tile of row length LD, by cp.async, 8 elements a copy;
+ * rows at or past T are zero-filled.  The caller commits and waits. */
+template <int ROWS, int DP, int LD, int NT>
+static __device__ __forceinline__ void attn_cp_rows(sg_bf16 *__restrict__ dst, const sg_bf16 *__restrict__ slice,
+                                                    int rs, int r0, int T) {
+    constexpr int CH = DP / 8, N = ROWS * CH;
+#pragma unroll
+    for (int u = 0; u < (N + NT - 1) / NT; ++u) {
+        const int idx = (int)threadIdx.x + u * NT;
+        if (N % NT != 0 && idx >= N) break;
+        const int r = idx / CH, c = (idx % CH) * 8;
+        const bool in = r0 + r < T;
+        /* a slice's offsets fit in 32 bits (T rs < 2^31, checked on the
+         * host), which keeps the address arithmetic in one register */
+        tc_cp8_zfill(dst + r * LD + c, slice + (in ? (r0 + r) * rs + c : 0), in);
+    }
+}
+
+/* Rows r0 .. r0+ROWS-1 of a packed tile sequence (rows DP apart, all
+ * present: the stored dS) into a tile of row length LD, by cp.async. */
 template <int ROWS, int DP, int LD, int NT>
 static __device__ __forceinline__ void attn_cp_tile(sg_bf16 *__restrict__ dst, const sg_bf16 *__restrict__ slice,
                                                     int r0) {
@@ -335,16 +382,18 @@ static inline void attn_by_mtiles(F &&f) {
     }
     f(std::integral_constant<int, 1>());
 }
-/* pack: scratch for 3 (forward) or 4 (backward) packed tensors of
- * attn_pack_elems(g) elements, 256-byte aligned; twin: out's bf16 twin or
- * null (attn_twin_begin) */
+/* op, inplace: attn_inplace_ops of q, k, v; pack: room for 3 packed
+ * tensors of attn_pack_elems(g) elements, 256-byte aligned, of which the
+ * slots of those not read in place are filled (null when all are); twin:
+ * out's bf16 twin or null (attn_twin_begin) */
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
-                  const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin);
+                  const AttnGeom &g, AttnOp *op, int inplace, sg_bf16 *pack, sg_bf16 *twin);
 /* the dkdv and dq kernels; D (fp32, [B,H,T]) from attention_bwd.cu's pre kernel;
  * twin: when dq, dk, dv are the three parts of one [B T, 3 H d] gradient,
  * its bf16 twin (dq's offsets), else null; kept: the forward's packed Q, K,
- * V (attn_pack_kept), and then pack has room for dO alone, else null and
- * pack room for all four; ds: attn_ds_bytes of scratch for the stored dS
+ * V (attn_pack_kept; the slots of those it read in place unused), and then
+ * pack has room for dO alone, else null and pack room for all four (those
+ * read in place skipped); ds: attn_ds_bytes of scratch for the stored dS
  * (SG_ATTN_DQ=stored), or null to recompute it in the dq kernel */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,

@@ -258,8 +258,8 @@ bool attn_dq_stored(void) {
 extern "C" void sg_attn_need_fp32(const char *op, const real *q, const real *k, const real *v) {
     if (!sg_bf16_inside(q) && !sg_bf16_inside(k) && !sg_bf16_inside(v)) return;
     sg_cuda_fail(__FILE__, __LINE__, op,
-                 "its q, k or v was promised as an attention operand (op_attention_operand) and holds bf16 "
-                 "values, which only the mma tiles' packing reads: the promise was broken");
+                 "an operand it reads in fp32 was promised as an attention operand (op_attention_operand) and "
+                 "holds bf16 values, which only the mma tiles read: the promise was broken");
 }
 
 int attn_warp_rows(void) {
@@ -282,13 +282,19 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
     const long n = (long)a->B * a->T * a->H * a->d;
     sg_bf16 *twin = a->o_stride == a->H * a->d ? sg_twin_begin(out, n) : nullptr;
     if (attn_use_mma()) {
-        /* packed into a buffer kept for the backward (attention_pack.cu) */
-        sg_bf16 *pack = sg_keep_copies() ? attn_pack_keep(q, k, v, a, g) : nullptr;
+        /* read in place where they are stored in bf16 (AttnOp), the rest
+         * packed into a buffer kept for the backward (attention_pack.cu) */
+        AttnOp op[3];
+        const float *t[3] = {q, k, v};
+        const int st[3] = {a->q_stride, a->k_stride, a->v_stride};
+        const int inplace = attn_inplace_ops(op, 3, t, st, g);
+        sg_bf16 *pack = nullptr;
+        if (inplace != 7) pack = sg_keep_copies() ? attn_pack_keep(q, k, v, a, g) : nullptr;
         if (!pack) {
             attn_pack_drop(q, k, v, a);
-            pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
+            if (inplace != 7) pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
         }
-        attn_fwd_mma(out, lse, q, k, v, a, g, pack, twin);
+        attn_fwd_mma(out, lse, q, k, v, a, g, op, inplace, pack, twin);
     } else {
         sg_attn_need_fp32("op_attention_fwd", q, k, v);
         attn_pack_drop(q, k, v, a); /* a later mma backward must not take an older forward's */

@@ -93,9 +93,8 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
 
 template <int DP, int MT>
 static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
-    attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const sg_bf16 *__restrict__ qp,
-                        const sg_bf16 *__restrict__ kp, const sg_bf16 *__restrict__ vp,
-                        const float *__restrict__ sink, const float *__restrict__ logbias,
+    attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const AttnOp qo, const AttnOp ko,
+                        const AttnOp vo, const float *__restrict__ sink, const float *__restrict__ logbias,
                         sg_bf16 *__restrict__ twin, AttnGeom g) {
     typedef FwdMmaLayout<DP> L;
     constexpr int NT = FwdMmaShape<MT>::NT, RW = 16 * MT; /* threads; rows a warp owns */
@@ -110,8 +109,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     const int q0 = qt * FWD_MMA_BQ, T = g.T;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
-    const long slice = bh * g.Tp * DP;
-    const sg_bf16 *kh = kp + slice, *vh = vp + slice;
+    const sg_bf16 *qh = qo.at(b, h), *kh = ko.at(b, h), *vh = vo.at(b, h);
     const float *lb = logbias ? logbias + bh * T : nullptr;
     const int wq0 = q0 + warp * RW, wlast = wq0 + RW - 1;
     const bool active = wq0 < T; /* warp-uniform */
@@ -134,9 +132,9 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     }
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
-    attn_cp_tile<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, qp + slice, q0);
-    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(bufB, kh, 0);
-    attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, vh, 0);
+    attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, qh, qo.rs, q0, T);
+    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB, kh, ko.rs, 0, T);
+    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, vh, vo.rs, 0, T);
     tc_cp_commit();
     attn_load_bias(lbuf, lb, 0, T);
     tc_cp_wait<0>();
@@ -156,8 +154,8 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
          * end of the previous step */
         if (kt < last_kt) {
             sg_bf16 *nb = cur ? bufB : bufA;
-            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(nb, kh, k0 + ATTN_BK);
-            attn_cp_tile<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, vh, k0 + ATTN_BK);
+            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb, kh, ko.rs, k0 + ATTN_BK, T);
+            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
             attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
@@ -279,22 +277,26 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 }
 
 template <int DP, int MT>
-static void attn_fwd_mma_launch(real *out, real *lse, const sg_bf16 *pack, sg_bf16 *twin, const AttnArgs *a,
+static void attn_fwd_mma_launch(real *out, real *lse, const AttnOp *op, sg_bf16 *twin, const AttnArgs *a,
                                 const AttnGeom &g) {
-    const size_t smem = FwdMmaLayout<DP>::BYTES, n = attn_pack_elems(g);
+    const size_t smem = FwdMmaLayout<DP>::BYTES;
     attn_smem_attr(attn_fwd_mma_kernel<DP, MT>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
     attn_fwd_mma_kernel<DP, MT><<<grid, FwdMmaShape<MT>::NT, smem, sg_stream()>>>(
-        out, lse, pack, pack + n, pack + 2 * n, a->sink, a->logbias, twin, g);
+        out, lse, op[0], op[1], op[2], a->sink, a->logbias, twin, g);
     CUDA_LAUNCHED();
 }
 
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
-                  const AttnGeom &g, sg_bf16 *pack, sg_bf16 *twin) {
-    const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
-    attn_pack(pack, 3, src, g);
+                  const AttnGeom &g, AttnOp *op, int inplace, sg_bf16 *pack, sg_bf16 *twin) {
+    if (inplace != 7) {
+        const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
+        attn_pack(pack, 3, src, g, inplace);
+        for (int i = 0; i < 3; i++)
+            if (!(inplace >> i & 1)) op[i] = attn_packed_op(pack, i, g);
+    }
     attn_by_dpad(a->d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
-        attn_by_mtiles<DP>([&](auto mt) { attn_fwd_mma_launch<DP, decltype(mt)::value>(out, lse, pack, twin, a, g); });
+        attn_by_mtiles<DP>([&](auto mt) { attn_fwd_mma_launch<DP, decltype(mt)::value>(out, lse, op, twin, a, g); });
     });
 }

@@ -23,6 +23,8 @@
  * SG_MATMUL_KEEP=0 turns kept packs off with the matmuls' kept copies: the
  * backward then packs all four tensors, the same bits (the emulated
  * sgtrain checks every arm's gradients both ways). */
+#include <limits.h>
+
 #include "attention_cuda.h"
 
 static constexpr int PACK_NT = 256;
@@ -41,7 +43,7 @@ static __global__ void __launch_bounds__(PACK_NT)
     constexpr int CH = DP / 8;
     const long per = (long)g.B * g.H * g.Tp * CH; /* chunks per tensor */
     const long idx = (long)blockIdx.x * PACK_NT + threadIdx.x;
-    if (idx >= per) return;
+    if (idx >= per || (a.skip >> blockIdx.y & 1)) return;
     const int which = blockIdx.y, c = (int)(idx % CH) * 8;
     const long prow = idx / CH, bh = prow / g.Tp;
     const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
@@ -87,9 +89,10 @@ static __global__ void __launch_bounds__(PACK_NT)
     reinterpret_cast<AttnPack8 *>(dst + (size_t)which * per * 8)[idx] = o;
 }
 
-void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
-    AttnPackArgs a = {src, {nullptr, nullptr, nullptr, nullptr}, 0};
+void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g, int skip) {
+    AttnPackArgs a = {src, {nullptr, nullptr, nullptr, nullptr}, 0, skip};
     for (int i = 0; i < n; i++) {
+        if (skip >> i & 1) continue;
         a.b[i] = sg_bf16_inside(src.p[i]);
         if (a.b[i] && ((uintptr_t)a.b[i] & 15) == 0 && src.stride[i] % 8 == 0 && g.d % 8 == 0) a.vecb |= 1 << i;
     }
@@ -100,6 +103,24 @@ void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g) {
                                sg_stream()>>>(dst, a, g);
         CUDA_LAUNCHED();
     });
+}
+
+static long g_inplace; /* operands read in place: sg_attn_inplace_reads */
+extern "C" long sg_attn_inplace_reads(void) { return g_inplace; }
+
+int attn_inplace_ops(AttnOp *op, int n, const float *const *t, const int *stride, const AttnGeom &g) {
+    int inplace = 0;
+    for (int i = 0; i < n; i++) {
+        op[i] = AttnOp{nullptr, 0, 0, 0};
+        const sg_bf16 *b = sg_bf16_inside(t[i]);
+        if (!b || attn_dpad(g.d) != g.d || stride[i] % 8 != 0 || ((uintptr_t)b & 15) != 0 ||
+            (long)g.T * stride[i] >= INT_MAX) /* attn_cp_rows's 32-bit offsets */
+            continue;
+        op[i] = AttnOp{b, (long)g.T * stride[i], (long)g.d, stride[i]};
+        inplace |= 1 << i;
+        g_inplace++;
+    }
+    return inplace;
 }
 
 /* ---- kept packs ----------------------------------------------------------- */
@@ -170,6 +191,7 @@ sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnA
 
 static void print_stats(void) {
     fprintf(stderr, "sg attention: %ld backwards took their forward's packed Q, K, V\n", g_packs_reused);
+    fprintf(stderr, "sg attention: %ld operands read in place\n", g_inplace);
     if (sg_attn_dq_stored()) fprintf(stderr, "sg attention: %ld backwards formed dQ from the stored dS\n", sg_attn_dq_stored());
 }
 

@@ -97,9 +97,9 @@ const __nv_bfloat16 *sg_bf16_stored(const float *p, long n);
  * sg_bf16_inside(p): the bf16 of element p of any tensor stored in bf16,
  * else NULL (p's tensor holds fp32). */
 const __nv_bfloat16 *sg_bf16_inside(const float *p);
-/* Stops the program if any of q, k, v (null allowed) is stored in bf16: op
- * reads them in fp32, and op_attention_operand's promise is taken only for
- * the mma tiles' packing (attention_fwd.cu). */
+/* Stops the program if any of q, k, v (null allowed; any fp32 operand) is
+ * stored in bf16: op reads them in fp32, and op_attention_operand's promise
+ * is taken only for the mma tiles (attention_fwd.cu). */
 void sg_attn_need_fp32(const char *op, const float *q, const float *k, const float *v);
 /* How many matmul outputs were stored in bf16 that way (tests). */
 long sg_matmul_bf16_outputs(void);
@@ -112,7 +112,11 @@ int sg_keep_copies(void);
 /* How many mma backwards took their forward's packed Q, K, V
  * (attention_pack.cu; tests). */
 long sg_attn_packs_reused(void);
-long sg_attn_dq_stored(void); /* backwards whose dQ came from the stored dS (SG_ATTN_DQ=stored) */
+long sg_attn_dq_stored(void);
+/* How many of the mma kernels' q, k, v (and dO) operands were read in
+ * place, from a qkv stored in bf16, instead of packed (attention_pack.cu;
+ * tests) */
+long sg_attn_inplace_reads(void); /* backwards whose dQ came from the stored dS (SG_ATTN_DQ=stored) */
 /* op_free's count (runtime.cu): an address may come back for another
  * buffer, so what a table keyed by address holds from before the count
  * moved is not used (attention_pack.cu). */

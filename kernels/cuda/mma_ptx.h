@@ -65,6 +65,12 @@ static __device__ __forceinline__ void tc_cp8(__nv_bfloat16 *dst, const __nv_bfl
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
 }
+/* The same copy when in, else 16 bytes of zeros into dst and nothing read
+ * (src-size 0: the copy's zero fill); src must still be a valid address. */
+static __device__ __forceinline__ void tc_cp8_zfill(__nv_bfloat16 *dst, const __nv_bfloat16 *src, bool in) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
 static __device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 static __device__ __forceinline__ void tc_cp_wait() {

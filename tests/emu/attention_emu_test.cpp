@@ -56,6 +56,8 @@ long sg_attn_dq_stored(void);    /* kernels/cuda/attention_bwd_mma.cu */
 void sg_count_free(void);         /* what op_free does to that table */
 void cuda_op_matmul_only(const real *buf, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
+void cuda_op_attention_operand(const real *buf, long n);
+long sg_attn_inplace_reads(void);
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -263,6 +265,48 @@ static void test_attention(const AttnCase &c) {
               g_tag.c_str(), sg_attn_dq_stored() - st0, stored ? 1 : 0);
         if (d <= 64)
             with_other_dq([&] { with_other_rows([&] { bwd_again("with the other SG_ATTN_DQ and SG_ATTN_WARP_ROWS"); }); });
+    }
+    if (mma_tiles && g_bf16) { /* (the --fp32 build's bf16 is not 16 bits) */
+        /* qkv and dO stored in bf16 (ops.h, op_attention_operand): the
+         * kernels read q, k, v and dO in place (d a padded head size, rows
+         * 16-byte aligned), or the packing copies their bf16 (a padded row:
+         * the packing's scalar loads), and either way the bits are those of
+         * the same ops on fp32 tensors of the same values */
+        auto as_bf16 = [](const Buf &x, Buf &r, Buf &b) { /* r: x rounded, fp32; b: its bf16, promised */
+            uint16_t *hb = reinterpret_cast<uint16_t *>(b.p());
+            for (size_t i = 0; i < x.n; i++) {
+                uint32_t u;
+                memcpy(&u, x.p() + i, 4);
+                if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+                memcpy(&r[i], &u, 4);
+                hb[i] = (uint16_t)(u >> 16);
+            }
+            cuda_op_attention_operand(b.p(), (long)b.n);
+        };
+        Buf qr(nqkv), qb(nqkv), gr(no), gb(no); /* qkv and dO */
+        as_bf16(qkv, qr, qb), as_bf16(dout, gr, gb);
+        float *vr = c.vsep ? v : qr.p() + 2 * C, *vb = c.vsep ? v : qb.p() + 2 * C;
+        Buf o1(no), l1(nl), o2(no), l2(nl), g1(nqkv), g2(nqkv), dv1(c.vsep ? nv : 0), dv2(c.vsep ? nv : 0);
+        Buf s1 = dsink0, s2 = dsink0, b1(nl), b2(nl);
+        sg_matmul_forget();
+        const long ip0 = sg_attn_inplace_reads();
+        cuda_op_attention_fwd(o1.p(), l1.p(), qb.p(), qb.p() + C, vb, &a);
+        cuda_op_attention_bwd(g1.p(), g1.p() + C, c.vsep ? dv1.p() : g1.p() + 2 * C, want_ds ? s1.p() : nullptr,
+                              c.logbias ? b1.p() : nullptr, gb.p(), qb.p(), qb.p() + C, vb, o1.p(), l1.p(), &a);
+        const long ip = sg_attn_inplace_reads() - ip0;
+        cuda_op_attention_fwd(o2.p(), l2.p(), qr.p(), qr.p() + C, vr, &a);
+        cuda_op_attention_bwd(g2.p(), g2.p() + C, c.vsep ? dv2.p() : g2.p() + 2 * C, want_ds ? s2.p() : nullptr,
+                              c.logbias ? b2.p() : nullptr, gr.p(), qr.p(), qr.p() + C, vr, o2.p(), l2.p(), &a);
+        cuda_op_matmul_only_end(qb.p(), sizeof(float) * nqkv);
+        cuda_op_matmul_only_end(gb.p(), sizeof(float) * no);
+        const bool dp = d == 16 || d == 32 || d == 64 || d == 128;
+        const long want = (dp && qs % 8 == 0 ? (c.vsep ? 4 : 6) : 0) + (dp && os % 8 == 0);
+        CHECK(ip == want, "%s: %ld operands read in place from the bf16 qkv, want %ld", g_tag.c_str(), ip, want);
+        CHECK(!memcmp(o1.p(), o2.p(), sizeof(float) * no) && !memcmp(l1.p(), l2.p(), sizeof(float) * nl) &&
+                  !memcmp(g1.p(), g2.p(), sizeof(float) * nqkv) && !memcmp(dv1.p(), dv2.p(), sizeof(float) * dv1.n) &&
+                  !memcmp(s1.p(), s2.p(), sizeof(float) * H) && !memcmp(b1.p(), b2.p(), sizeof(float) * nl),
+              "%s: attention on the qkv and dO stored in bf16 differs from fp32 tensors of their values", g_tag.c_str());
+        for (const Buf *bb : {&o1, &l1, &g1, &dv1, &s1, &b1, &qb, &gb}) intact("outputs", *bb);
     }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);

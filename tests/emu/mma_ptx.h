@@ -87,8 +87,8 @@ struct CpThread {
 inline CpThread cp_threads[1024];
 inline unsigned long cp_draws;
 
-inline void cp_land(const CpCopy &c) {
-    for (int e = 0; e < 8; e++) c.dst[e] = c.src[e];
+inline void cp_land(const CpCopy &c) { /* src null: the zero fill */
+    for (int e = 0; e < 8; e++) c.dst[e] = c.src ? c.src[e] : __float2bfloat16(0.f);
 }
 inline CpThread &cp_thread() {
     CpThread &t = cp_threads[cur->warp * 32 + cur->lane];
@@ -114,6 +114,20 @@ inline void tc_cp8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
     const unsigned long r = (++emu::cp_draws + (unsigned long)emu::switches) * 0x9e3779b97f4a7c15ul;
     if (r >> 63) emu::cp_land({dst, src});
     else t.open.push_back({dst, src});
+}
+/* src-size 16 when in, else 0: zeros, and src is not read (but must be a
+ * valid, aligned address, as on the device) */
+inline void tc_cp8_zfill(__nv_bfloat16 *dst, const __nv_bfloat16 *src, bool in) {
+    if (in) {
+        tc_cp8(dst, src);
+        return;
+    }
+    if ((uintptr_t)src % 16) {
+        fprintf(stderr, "emu cp.async: zero fill from %p, not 16-byte aligned\n", (const void *)src);
+        abort();
+    }
+    const __nv_bfloat16 *none = nullptr;
+    tc_cp8(dst, none); /* the checks of dst, and the landing order */
 }
 inline void tc_cp_commit() {
     emu::CpThread &t = emu::cp_thread();

@@ -737,7 +737,9 @@ static void test_bf16_layernorm(int M, int C, int N, int bias) {
  * Each layer's qkv is promised to its attention and gate alone.  Under the
  * mma tiles the CUDA backend stores it in bf16, as autocast stores the qkv
  * projection; the attention's packing then copies the bf16 q, k and v
- * instead of rounding fp32, and the gates read v's bf16 and compute in fp32.
+ * instead of rounding fp32, or, where d is a padded head size (16, 32, 64,
+ * 128), the kernels read them in place and nothing is packed; the gates
+ * read v's bf16 and compute in fp32.
  * Shown for one layer's qkv product, attention and gate, forward and
  * backward:
  *   - the stored bf16 is the unpromised product rounded to nearest even
@@ -751,6 +753,7 @@ static void test_bf16_layernorm(int M, int C, int N, int bias) {
  *   - under the wmma tiles, which read fp32, and with SG_BF16_OPERANDS=0,
  *     the promise is not taken: the product stores fp32, the same bits. */
 void op_attention_operand(const real *buf, long n);
+long sg_attn_inplace_reads(void); /* kernels/cuda/attention_pack.cu */
 const void *sg_bf16_inside(const real *p); /* kernels/cuda/matmul.cu: the bf16 of element p, or NULL */
 
 static void test_attention_operand(int B, int T, int H, int d, int kind, int slot) {
@@ -830,6 +833,7 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
     AttnArgs a = {B, T, H, d, qs, qs, qs, C, 1, sink, slot ? lbk : NULL};
     real *o_d[2], *lse_d[2], *dq_d[2], *ds_d[2];
     real *zero = calloc((size_t)nq, sizeof *zero);
+    const long r0 = sg_attn_inplace_reads();
     for (int k = 0; k < 2; k++) {
         o_d[k] = gpu_ops.alloc(sizeof(real) * no), lse_d[k] = gpu_ops.alloc(sizeof(real) * nl);
         dq_d[k] = dev_of(zero, nq), ds_d[k] = dev_of(zero, H);
@@ -837,6 +841,9 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
         gpu_ops.attention_bwd(dq_d[k], dq_d[k] + C, dq_d[k] + 2 * C, ds_d[k], NULL, dout_d, src[k], src[k] + C,
                               src[k] + 2 * C, o_d[k], lse_d[k], &ad);
     }
+    const int want_ip = taken && (d == 16 || d == 32 || d == 64 || d == 128) ? 6 : 0;
+    CHECK(sg_attn_inplace_reads() - r0 == want_ip, "%s: %ld operands read in place, want %d", what,
+          sg_attn_inplace_reads() - r0, want_ip);
     static const char *const aname[] = {"attention out", "attention lse", "attention dq/dk/dv", "attention dsink"};
     real **aout[] = {o_d, lse_d, dq_d, ds_d};
     const long alen[] = {no, nl, nq, H};
@@ -869,6 +876,9 @@ static void test_attention_operands(void) {
             for (int slot = 0; slot < 2; slot++) test_attention_operand(2, 70, 2, 64, kind, slot); /* vector paths */
         test_attention_operand(1, 33, 3, 30, GATE_PROJ, SLOT_VALUE); /* d 30: the scalar paths */
         test_attention_operand(1, 40, 2, 36, GATE_NORM, SLOT_VALUE); /* d 36: the pack's scalar path, gate's vector */
+        test_attention_operand(2, 130, 2, 32, GATE_PROJ, SLOT_ROUTING); /* read in place: 3 tiles, the last short */
+        test_attention_operand(1, 200, 4, 16, GATE_NORM, SLOT_ROUTING);
+        test_attention_operand(1, 64, 1, 128, GATE_PROJ, SLOT_VALUE);
     }
     unsetenv("SG_ATTN");
 }
