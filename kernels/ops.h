@@ -63,16 +63,17 @@ void op_matmul_only(const real *buf, long n);
  * promise. */
 void op_bf16_operand(const real *buf, long n);
 /* A promise about buf[0, n), kept until op_matmul_only_end: it is written
- * only by op_matmul_fwd (out) or op_matmul_bwd (dinp), and read only by
- * op_attention_fwd and op_attention_bwd (q, k and v, each a part of it, or
- * dout) and by op_gate_fwd and op_gate_bwd (v, a part of it): the qkv
- * projection's output, and the gradient of the attention projection's
- * input.  A backend whose attention reads bf16 operands may then store it
- * rounded to bf16, as torch.autocast stores a linear layer's output and
- * the gradient of its input (the gates, which the paper runs outside
- * autocast, then compute in fp32 from those values, as from autocast's
- * bf16 v).  Its bytes are then the backend's, as op_bf16_operand's.  The
- * CPU backend ignores the promise. */
+ * only by op_matmul_fwd (out), op_matmul_bwd (dinp) or op_gate_fwd (vg),
+ * and read only by op_attention_fwd and op_attention_bwd (q, k and v, each
+ * a part of it, or dout) and by op_gate_fwd and op_gate_bwd (v, a part of
+ * it): the qkv projection's output, the gradient of the attention
+ * projection's input, and the value gate's output.  A backend whose
+ * attention reads bf16 operands may then store it rounded to bf16, as
+ * torch.autocast stores a linear layer's output and the gradient of its
+ * input, and as its attention rounds the gated values (the gates, which
+ * the paper runs outside autocast, compute in fp32 from a bf16 v, as from
+ * autocast's).  Its bytes are then the backend's, as op_bf16_operand's.
+ * The CPU backend ignores the promise. */
 void op_attention_operand(const real *buf, long n);
 /* Ends every promise (of either kind) on a tensor inside base[0, bytes); a
  * buffer's owner calls it before it frees the buffer or lays other tensors

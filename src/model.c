@@ -372,15 +372,20 @@ static long layout_acts(Model *m, int B, real *base) {
  * them in bf16, as autocast does.
  * Promised as attention operands (ops.h, op_attention_operand): datty,
  * the attention projection's dinp, read by the attention's backward alone;
- * and each layer's qkv, read by its attention and gate alone; the GPU may
- * store them in bf16 too.  qkv not while the analyses' hooks run: they
- * read it, and one writes it (promise_qkv). */
+ * each layer's qkv, read by its attention and gate alone; and the value
+ * gate's vg, read by the attention alone; the GPU may store them in bf16
+ * too.  qkv and vg not while the analyses' hooks run: they read them, and
+ * one writes qkv (promise_qkv). */
 static void promise_qkv(Model *m, int B, int on) {
     if (on == m->qkv_promised) return;
     long N = (long)B * m->Tp, n = N * 3 * m->C;
     for (int l = 0; l < m->L; l++) {
-        if (on) op_attention_operand(m->a.layer[l].qkv, n);
-        else op_matmul_only_end(m->a.layer[l].qkv, sizeof(real) * (size_t)n);
+        const LayerActs *la = &m->a.layer[l];
+        if (on) op_attention_operand(la->qkv, n);
+        else op_matmul_only_end(la->qkv, sizeof(real) * (size_t)n);
+        if (!la->vg) continue;
+        if (on) op_attention_operand(la->vg, N * m->C);
+        else op_matmul_only_end(la->vg, sizeof(real) * (size_t)(N * m->C));
     }
     m->qkv_promised = on;
 }

@@ -267,7 +267,8 @@ struct AttnPackArgs {
     AttnPackSrc s;
     const sg_bf16 *b[4]; /* null: read p[i] in fp32 */
     int vecb;            /* bit i: b[i] 16-byte aligned, stride[i] and d multiples of 8 */
-    int skip;            /* bit i: tensor i is read in place (AttnOp), its pack slot left alone */
+    int which;           /* 4 bits a y-slice: the tensor slice y packs (those read in place, AttnOp,
+                          * get no slice, and their pack slots are left alone) */
 };
 
 /* A bf16 operand of the mma kernels: row t of head h of sequence b at

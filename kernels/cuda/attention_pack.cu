@@ -35,16 +35,18 @@ struct __align__(16) AttnPack8 {
 };
 
 /* Thread idx writes elements 8c .. 8c+7 of packed row idx / (DP/8) of
- * tensor blockIdx.y: consecutive threads write consecutive 16-byte chunks,
- * and read the matching 32 bytes of the fp32 row (16 of a bf16 one). */
+ * tensor a.which's nibble blockIdx.y: consecutive threads write consecutive
+ * 16-byte chunks, and read the matching 32 bytes of the fp32 row (16 of a
+ * bf16 one).  The grid has a slice for each tensor packed and none for
+ * those read in place, so no block starts only to leave. */
 template <int DP>
 static __global__ void __launch_bounds__(PACK_NT)
     attn_pack_kernel(sg_bf16 *__restrict__ dst, AttnPackArgs a, AttnGeom g) {
     constexpr int CH = DP / 8;
     const long per = (long)g.B * g.H * g.Tp * CH; /* chunks per tensor */
     const long idx = (long)blockIdx.x * PACK_NT + threadIdx.x;
-    if (idx >= per || (a.skip >> blockIdx.y & 1)) return;
-    const int which = blockIdx.y, c = (int)(idx % CH) * 8;
+    if (idx >= per) return;
+    const int which = a.which >> 4 * blockIdx.y & 15, c = (int)(idx % CH) * 8;
     const long prow = idx / CH, bh = prow / g.Tp;
     const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
     AttnPack8 o;
@@ -90,16 +92,19 @@ static __global__ void __launch_bounds__(PACK_NT)
 }
 
 void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g, int skip) {
-    AttnPackArgs a = {src, {nullptr, nullptr, nullptr, nullptr}, 0, skip};
+    AttnPackArgs a = {src, {nullptr, nullptr, nullptr, nullptr}, 0, 0};
+    int slices = 0;
     for (int i = 0; i < n; i++) {
         if (skip >> i & 1) continue;
+        a.which |= i << 4 * slices++;
         a.b[i] = sg_bf16_inside(src.p[i]);
         if (a.b[i] && ((uintptr_t)a.b[i] & 15) == 0 && src.stride[i] % 8 == 0 && g.d % 8 == 0) a.vecb |= 1 << i;
     }
+    if (slices == 0) return;
     attn_by_dpad(g.d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
         const long per = (long)g.B * g.H * g.Tp * (DP / 8);
-        attn_pack_kernel<DP><<<dim3((unsigned)((per + PACK_NT - 1) / PACK_NT), (unsigned)n), PACK_NT, 0,
+        attn_pack_kernel<DP><<<dim3((unsigned)((per + PACK_NT - 1) / PACK_NT), (unsigned)slices), PACK_NT, 0,
                                sg_stream()>>>(dst, a, g);
         CUDA_LAUNCHED();
     });

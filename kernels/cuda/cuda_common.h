@@ -97,6 +97,12 @@ const __nv_bfloat16 *sg_bf16_stored(const float *p, long n);
  * sg_bf16_inside(p): the bf16 of element p of any tensor stored in bf16,
  * else NULL (p's tensor holds fp32). */
 const __nv_bfloat16 *sg_bf16_inside(const float *p);
+/* For a writer of out[0, n) other than a matmul (the value gate's vg,
+ * ops.h: op_attention_operand): where to store its bf16 values, when out
+ * is promised so (counted in sg_matmul_bf16_outputs, and under
+ * SG_TWIN_POISON=1 the unused half of its bytes set to NaN), else NULL:
+ * store fp32. */
+__nv_bfloat16 *sg_bf16_output(float *out, long n);
 /* Stops the program if any of q, k, v (null allowed; any fp32 operand) is
  * stored in bf16: op reads them in fp32, and op_attention_operand's promise
  * is taken only for the mma tiles (attention_fwd.cu). */

@@ -4,7 +4,9 @@
  *   norm gate:        z = beta (||v|| / sqrt(d) - tau_h)
  *   projection gate:  z = w_h . v + b_h
  *   g = sigmoid(z)
- * Value slot:   vg = g v
+ * Value slot:   vg = g v, in fp32, or rounded to bf16 when vg is promised as
+ *               an attention operand (ops.h): the attention alone reads it,
+ *               in bf16, as autocast's attention rounds the fp32 g v
  * Routing slot: logbias = log g = -softplus(-z) = min(z,0) - log1p(exp(-|z|))
  *
  * Backward, with dz/dv = beta v / (sqrt(d) ||v||) (norm; 0 at v = 0) or w_h:
@@ -19,7 +21,7 @@
  * write dv), so they are written to run at memory bandwidth.
  *
  * Vector path (d % 4 == 0, row strides % 4 == 0, 16-byte-aligned tensors,
- * d <= 512).  A read is handled by a group of L lanes, L the power of two
+ * 8-byte for those stored in bf16, d <= 512).  A read is handled by a group of L lanes, L the power of two
  * >= d/4 capped at 32, each lane holding NV = ceil(d / 4L) float4 of it
  * (element 4j..4j+3 in lane j % L); a warp runs G = 32/L reads side by side
  * (d = 64: 16 lanes, two reads).  A lane's share of a dot product is summed
@@ -117,6 +119,14 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
+/* vg's elements: fp32, or bf16 when vg is stored so (ops.h,
+ * op_attention_operand: the attention alone reads it, and under autocast
+ * it would round g v to bf16 itself) */
+__device__ __forceinline__ void st_vg4(float *o, float4 x) { sg_st4(o, x); }
+__device__ __forceinline__ void st_vg4(__nv_bfloat16 *o, float4 x) { sg_st_bf16x4(o, x); }
+__device__ __forceinline__ void st_vg1(float *o, float x) { *o = x; }
+__device__ __forceinline__ void st_vg1(__nv_bfloat16 *o, float x) { *o = sg_cast_bf16(x); }
+
 /* ---- vector path -------------------------------------------------------- */
 
 __device__ __forceinline__ float gate_dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
@@ -136,9 +146,9 @@ __device__ __forceinline__ void group_sums(float (&s)[U]) {
  * (u < U, q its group), all loaded before the first shuffle.  Adjacent
  * groups take adjacent heads, so a warp's loads of one u are G d
  * contiguous floats while its G heads stay in one row. */
-template <int L, int NV, typename TV>
+template <int L, int NV, typename TV, typename TO>
 __global__ void __launch_bounds__(GATE_WARPS * 32)
-    gate_fwd_vec_kernel(float *__restrict__ g, float *__restrict__ vg, float *__restrict__ logbias,
+    gate_fwd_vec_kernel(float *__restrict__ g, TO *__restrict__ vg, float *__restrict__ logbias,
                         const TV *__restrict__ v, long v_stride, GateParams p, long nreads, int T, int H, int d) {
     constexpr int G = 32 / L, U = GATE_FWD_ILP(NV);
     const int lane = threadIdx.x % 32, q = lane / L, c = lane % L, n4 = d / 4;
@@ -195,12 +205,12 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
             if (p.slot == SLOT_ROUTING) logbias[gi] = lg;
         }
         if (p.slot == SLOT_VALUE) {
-            float *o = vg + ((long)bt[u] * H + h[u]) * d;
+            TO *o = vg + ((long)bt[u] * H + h[u]) * d;
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int j = c + k * L;
                 const float4 e = x[u][k];
-                if (j < n4) sg_st4(o + 4 * j, make_float4(gv * e.x, gv * e.y, gv * e.z, gv * e.w));
+                if (j < n4) st_vg4(o + 4 * j, make_float4(gv * e.x, gv * e.y, gv * e.z, gv * e.w));
             }
         }
     }
@@ -385,8 +395,8 @@ __device__ __forceinline__ double warp_sum(double x) {
 
 /* One warp per read r = (b*T + t)*H + h: adjacent warps read adjacent heads
  * of one row, so a block's loads are contiguous. */
-template <typename TV>
-__global__ void gate_fwd_kernel(float *__restrict__ g, float *__restrict__ vg,
+template <typename TV, typename TO>
+__global__ void gate_fwd_kernel(float *__restrict__ g, TO *__restrict__ vg,
                                 float *__restrict__ logbias, const TV *__restrict__ v,
                                 long v_stride, GateParams p, long nreads, int T, int H,
                                 int d) {
@@ -417,8 +427,8 @@ __global__ void gate_fwd_kernel(float *__restrict__ g, float *__restrict__ vg,
     if (p.slot == SLOT_ROUTING) {
         if (lane == 0) logbias[gi] = lg;
     } else {
-        float *o = vg + bt * (long)H * d + (long)h * d;
-        for (int e = lane; e < d; e += 32) o[e] = gv * ld1(vr, e);
+        TO *o = vg + bt * (long)H * d + (long)h * d;
+        for (int e = lane; e < d; e += 32) st_vg1(o + e, gv * ld1(vr, e));
     }
 }
 
@@ -511,22 +521,30 @@ extern "C" void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int
                             const GateParams *p, int B, int T, int H, int d) {
     const long nreads = (long)B * T * H;
     if (nreads == 0 || d <= 0) return;
+    /* the value slot's vg in bf16 when it is promised as an attention operand */
+    __nv_bfloat16 *vgb = p->slot == SLOT_VALUE ? sg_bf16_output(vg, nreads * d) : nullptr;
+    const bool vg_aligned = p->slot == SLOT_ROUTING || (vgb ? ((uintptr_t)vgb & 7) == 0 : gate_aligned(vg));
     gate_with_v(v, [&](auto *vr, bool v_aligned) {
         using TV = std::remove_const_t<std::remove_pointer_t<decltype(vr)>>;
         const bool vec = d % 4 == 0 && d <= 4 * 32 * GATE_MAX_NV && v_stride % 4 == 0 && nreads <= INT_MAX / 2 &&
-                         v_aligned && (p->slot == SLOT_ROUTING || gate_aligned(vg)) &&
-                         (p->kind != GATE_PROJ || gate_aligned(p->w));
-        if (vec) {
-            gate_by_width(d / 4, [&](auto l, auto nv) {
-                constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
-                const int per_block = GATE_WARPS * GATE_FWD_ILP(NV) * (32 / L);
-                gate_fwd_vec_kernel<L, NV, TV><<<sg_blocks(nreads, per_block), GATE_WARPS * 32, 0, sg_stream()>>>(
-                    g, vg, logbias, vr, v_stride, *p, nreads, T, H, d);
-            });
-        } else {
-            gate_fwd_kernel<TV><<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
-                g, vg, logbias, vr, v_stride, *p, nreads, T, H, d);
-        }
+                         v_aligned && vg_aligned && (p->kind != GATE_PROJ || gate_aligned(p->w));
+        auto launch = [&](auto *vo) {
+            using TO = std::remove_pointer_t<decltype(vo)>;
+            if (vec) {
+                gate_by_width(d / 4, [&](auto l, auto nv) {
+                    constexpr int L = decltype(l)::value, NV = decltype(nv)::value;
+                    const int per_block = GATE_WARPS * GATE_FWD_ILP(NV) * (32 / L);
+                    gate_fwd_vec_kernel<L, NV, TV, TO><<<sg_blocks(nreads, per_block), GATE_WARPS * 32, 0,
+                                                         sg_stream()>>>(g, vo, logbias, vr, v_stride, *p, nreads, T,
+                                                                        H, d);
+                });
+            } else {
+                gate_fwd_kernel<TV, TO><<<sg_blocks(nreads, GATE_WARPS), GATE_WARPS * 32, 0, sg_stream()>>>(
+                    g, vo, logbias, vr, v_stride, *p, nreads, T, H, d);
+            }
+        };
+        if (vgb) launch(vgb);
+        else launch(vg);
         CUDA_LAUNCHED();
     });
 }

@@ -298,8 +298,10 @@ static int promised(const float *p, long n, int kind) {
 static int bf16_kind(int kind) { return kind == TO_BF16 || kind == TO_ATTENTION; }
 
 /* A bf16 operand's values, which live in its own first 2n bytes.
- * The promise says that only a matmul writes it, always with those bf16
- * values (op_matmul_fwd's out, op_matmul_bwd's dinp, both overwritten). */
+ * The promise says that only a matmul (or, for an attention operand, the
+ * value gate: sg_bf16_output) writes it, always with those bf16 values
+ * (op_matmul_fwd's out, op_matmul_bwd's dinp, op_gate_fwd's vg, all
+ * overwritten). */
 extern "C" const __nv_bfloat16 *sg_bf16_stored(const float *p, long n) {
     return p && n > 0 && (promised(p, n, TO_BF16) || promised(p, n, TO_ATTENTION)) ? (const __nv_bfloat16 *)p
                                                                                    : NULL;
@@ -750,6 +752,10 @@ static int bf16_output(const float *out, long n) {
     const size_t half = (size_t)n * sizeof(__nv_bfloat16), all = (size_t)n * sizeof(float);
     if (poison_on() && half < all) CUDA_CHECK(cudaMemsetAsync((char *)out + half, 0xff, all - half, sg_stream()));
     return 1;
+}
+
+extern "C" __nv_bfloat16 *sg_bf16_output(float *out, long n) {
+    return bf16_output(out, n) ? (__nv_bfloat16 *)out : NULL;
 }
 
 extern "C" void op_matmul_fwd(real *out, const real *inp, const real *w, int M, int K, int N) {

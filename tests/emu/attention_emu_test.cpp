@@ -283,30 +283,39 @@ static void test_attention(const AttnCase &c) {
             }
             cuda_op_attention_operand(b.p(), (long)b.n);
         };
-        Buf qr(nqkv), qb(nqkv), gr(no), gb(no); /* qkv and dO */
-        as_bf16(qkv, qr, qb), as_bf16(dout, gr, gb);
-        float *vr = c.vsep ? v : qr.p() + 2 * C, *vb = c.vsep ? v : qb.p() + 2 * C;
-        Buf o1(no), l1(nl), o2(no), l2(nl), g1(nqkv), g2(nqkv), dv1(c.vsep ? nv : 0), dv2(c.vsep ? nv : 0);
-        Buf s1 = dsink0, s2 = dsink0, b1(nl), b2(nl);
-        sg_matmul_forget();
-        const long ip0 = sg_attn_inplace_reads();
-        cuda_op_attention_fwd(o1.p(), l1.p(), qb.p(), qb.p() + C, vb, &a);
-        cuda_op_attention_bwd(g1.p(), g1.p() + C, c.vsep ? dv1.p() : g1.p() + 2 * C, want_ds ? s1.p() : nullptr,
-                              c.logbias ? b1.p() : nullptr, gb.p(), qb.p(), qb.p() + C, vb, o1.p(), l1.p(), &a);
-        const long ip = sg_attn_inplace_reads() - ip0;
-        cuda_op_attention_fwd(o2.p(), l2.p(), qr.p(), qr.p() + C, vr, &a);
-        cuda_op_attention_bwd(g2.p(), g2.p() + C, c.vsep ? dv2.p() : g2.p() + 2 * C, want_ds ? s2.p() : nullptr,
-                              c.logbias ? b2.p() : nullptr, gr.p(), qr.p(), qr.p() + C, vr, o2.p(), l2.p(), &a);
-        cuda_op_matmul_only_end(qb.p(), sizeof(float) * nqkv);
-        cuda_op_matmul_only_end(gb.p(), sizeof(float) * no);
-        const bool dp = d == 16 || d == 32 || d == 64 || d == 128;
-        const long want = (dp && qs % 8 == 0 ? (c.vsep ? 4 : 6) : 0) + (dp && os % 8 == 0);
-        CHECK(ip == want, "%s: %ld operands read in place from the bf16 qkv, want %ld", g_tag.c_str(), ip, want);
-        CHECK(!memcmp(o1.p(), o2.p(), sizeof(float) * no) && !memcmp(l1.p(), l2.p(), sizeof(float) * nl) &&
-                  !memcmp(g1.p(), g2.p(), sizeof(float) * nqkv) && !memcmp(dv1.p(), dv2.p(), sizeof(float) * dv1.n) &&
-                  !memcmp(s1.p(), s2.p(), sizeof(float) * H) && !memcmp(b1.p(), b2.p(), sizeof(float) * nl),
-              "%s: attention on the qkv and dO stored in bf16 differs from fp32 tensors of their values", g_tag.c_str());
-        for (const Buf *bb : {&o1, &l1, &g1, &dv1, &s1, &b1, &qb, &gb}) intact("outputs", *bb);
+        /* v apart (the value gate's vg) stored in fp32, then in bf16 too (promised as an attention operand) */
+        for (int vprom = 0; vprom <= (c.vsep ? 1 : 0); vprom++) {
+            Buf qr(nqkv), qb(nqkv), gr(no), gb(no), vvr(vprom ? nv : 0), vvb(vprom ? nv : 0); /* qkv, dO, v */
+            as_bf16(qkv, qr, qb), as_bf16(dout, gr, gb);
+            if (vprom) as_bf16(vbuf, vvr, vvb);
+            float *vr = vprom ? vvr.p() : c.vsep ? v : qr.p() + 2 * C, *vb = vprom ? vvb.p() : c.vsep ? v : qb.p() + 2 * C;
+            Buf o1(no), l1(nl), o2(no), l2(nl), g1(nqkv), g2(nqkv), dv1(c.vsep ? nv : 0), dv2(c.vsep ? nv : 0);
+            Buf s1 = dsink0, s2 = dsink0, b1(nl), b2(nl);
+            sg_matmul_forget();
+            const long ip0 = sg_attn_inplace_reads();
+            cuda_op_attention_fwd(o1.p(), l1.p(), qb.p(), qb.p() + C, vb, &a);
+            cuda_op_attention_bwd(g1.p(), g1.p() + C, c.vsep ? dv1.p() : g1.p() + 2 * C, want_ds ? s1.p() : nullptr,
+                                  c.logbias ? b1.p() : nullptr, gb.p(), qb.p(), qb.p() + C, vb, o1.p(), l1.p(), &a);
+            const long ip = sg_attn_inplace_reads() - ip0;
+            cuda_op_attention_fwd(o2.p(), l2.p(), qr.p(), qr.p() + C, vr, &a);
+            cuda_op_attention_bwd(g2.p(), g2.p() + C, c.vsep ? dv2.p() : g2.p() + 2 * C, want_ds ? s2.p() : nullptr,
+                                  c.logbias ? b2.p() : nullptr, gr.p(), qr.p(), qr.p() + C, vr, o2.p(), l2.p(), &a);
+            cuda_op_matmul_only_end(qb.p(), sizeof(float) * nqkv);
+            cuda_op_matmul_only_end(gb.p(), sizeof(float) * no);
+            if (vprom) cuda_op_matmul_only_end(vvb.p(), sizeof(float) * nv);
+            const bool dp = d == 16 || d == 32 || d == 64 || d == 128;
+            const long want = dp ? (qs % 8 == 0 ? (c.vsep ? 4 : 6) : 0) + (vprom && vs % 8 == 0 ? 2 : 0) + (os % 8 == 0)
+                                 : 0;
+            CHECK(ip == want, "%s: %ld operands read in place from the bf16 qkv%s, want %ld", g_tag.c_str(), ip,
+                  vprom ? " and v" : "", want);
+            CHECK(!memcmp(o1.p(), o2.p(), sizeof(float) * no) && !memcmp(l1.p(), l2.p(), sizeof(float) * nl) &&
+                      !memcmp(g1.p(), g2.p(), sizeof(float) * nqkv) &&
+                      !memcmp(dv1.p(), dv2.p(), sizeof(float) * dv1.n) && !memcmp(s1.p(), s2.p(), sizeof(float) * H) &&
+                      !memcmp(b1.p(), b2.p(), sizeof(float) * nl),
+                  "%s: attention on the qkv%s and dO stored in bf16 differs from fp32 tensors of their values",
+                  g_tag.c_str(), vprom ? ", v" : "");
+            for (const Buf *bb : {&o1, &l1, &g1, &dv1, &s1, &b1, &qb, &gb, &vvb}) intact("outputs", *bb);
+        }
     }
     const std::vector<double> dq_e = strided(dqkv.p(), rows, C, qs, 0), dq_c = strided(dqkv_r.p(), rows, C, qs, 0);
     const std::vector<double> dk_e = strided(dqkv.p(), rows, C, qs, C), dk_c = strided(dqkv_r.p(), rows, C, qs, C);

@@ -63,6 +63,7 @@ void cuda_op_adamw_multi(real *p, real *m, real *v, const real *g, long base, co
 void cuda_op_bf16_operand(const real *buf, long n);
 void cuda_op_attention_operand(const real *buf, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
+long sg_matmul_bf16_outputs(void);
 double cuda_op_sumsq(const real *x, long n);
 void *cuda_op_alloc(size_t bytes);
 void cuda_op_free(void *p);
@@ -472,6 +473,35 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
         same_values("bwd dtau on the bf16 v", dtau, dtau2);
         same_values("bwd dw on the bf16 v", dw, dw2);
         same_values("bwd db on the bf16 v", db, db2);
+        if (!route) /* vg promised as an attention operand too: stored in bf16 (16-, 4- and 8-byte aligned: the
+                     * float4 path, the scalar one, the float4 path with 8-byte bf16 stores), the rounding of
+                     * the fp32 vg that the same path stores */
+            for (size_t lead : {Buf::G, Buf::G + 1, Buf::G + 2}) {
+                Buf vgb(nvg, nan_fill(), lead), g3(ng), lb3 = lb, gf(ng), vgf(nvg, nan_fill(), lead == Buf::G + 1 ? lead : Buf::G);
+                cuda_op_gate_fwd(gf.p(), vgf.p(), lb3.p(), vin, vs, &gp, B, T, H, d);
+                setenv("SG_ATTN", "mma", 1);
+                cuda_op_attention_operand(vgb.p(), nvg);
+                unsetenv("SG_ATTN");
+                const long n0 = sg_matmul_bf16_outputs();
+                cuda_op_gate_fwd(g3.p(), vgb.p(), lb3.p(), vin, vs, &gp, B, T, H, d);
+                CHECK(sg_matmul_bf16_outputs() - n0 == 1, "%s: vg promised (lead %zu): %ld outputs stored in bf16",
+                      g_tag.c_str(), lead, sg_matmul_bf16_outputs() - n0);
+                same_values("fwd g with vg stored in bf16", g3, gf);
+                same_values("logbias untouched, vg stored in bf16", lb3, lb);
+                const uint16_t *hb = reinterpret_cast<const uint16_t *>(vgb.p());
+                long bad = 0, rest = 0;
+                for (long i = 0; i < nvg; i++) {
+                    const float r = bf16_round(vgf[i]);
+                    uint32_t u;
+                    memcpy(&u, &r, 4);
+                    bad += hb[i] != (uint16_t)(u >> 16);
+                }
+                for (long i = (nvg + 1) / 2; i < nvg; i++) rest += memcmp(&vgb[i], &NAN_BITS, 4) != 0;
+                CHECK(!bad && !rest, "%s: vg stored in bf16 (lead %zu): %ld values not the fp32 vg rounded, %ld words "
+                      "past them written", g_tag.c_str(), lead, bad, rest);
+                cuda_op_matmul_only_end(vgb.p(), sizeof(float) * nvg);
+                intact({&vgb, &g3, &gf, &vgf});
+            }
         cuda_op_matmul_only_end(vb.p(), sizeof(float) * nv);
         intact({&vb});
     }

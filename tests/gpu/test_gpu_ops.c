@@ -841,9 +841,65 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
         gpu_ops.attention_bwd(dq_d[k], dq_d[k] + C, dq_d[k] + 2 * C, ds_d[k], NULL, dout_d, src[k], src[k] + C,
                               src[k] + 2 * C, o_d[k], lse_d[k], &ad);
     }
-    const int want_ip = taken && (d == 16 || d == 32 || d == 64 || d == 128) ? 6 : 0;
+    const int dp = d == 16 || d == 32 || d == 64 || d == 128, want_ip = taken && dp ? 6 : 0;
     CHECK(sg_attn_inplace_reads() - r0 == want_ip, "%s: %ld operands read in place, want %d", what,
           sg_attn_inplace_reads() - r0, want_ip);
+    if (slot == SLOT_VALUE) {
+        /* vg promised as an attention operand too: the gate stores g v
+         * rounded to bf16 (the fp32 vg's rounding, bitwise: the same
+         * kernel's arithmetic), and the attention on it gives the bits of
+         * the attention on the fp32 vg, reading it in place */
+        real *vg_p = gpu_ops.alloc(sizeof(real) * no), *gq_d = gpu_ops.alloc(sizeof(real) * nl);
+        op_attention_operand(vg_p, no);
+        const long b1 = sg_matmul_bf16_outputs();
+        gpu_ops.gate_fwd(gq_d, vg_p, NULL, qkv_p + 2 * C, qs, &gpd, B, T, H, d);
+        CHECK(sg_matmul_bf16_outputs() - b1 == taken, "%s: vg promised: %ld outputs stored in bf16, want %d", what,
+              sg_matmul_bf16_outputs() - b1, taken);
+        snprintf(part, sizeof part, "%s, gate g with vg promised", what);
+        bits_as(part, "the op with vg unpromised", gq_d, g_d[0], nl);
+        real *vgv = NULL;
+        if (taken) {
+            vgv = operand_values(vg_p, no);
+            real *ref = back(vg_d[1], no);
+            long off = 0;
+            for (long i = 0; i < no; i++) off += vgv[i] != bf16_round(ref[i]);
+            CHECK(off == 0, "%s: %ld of %ld elements of the bf16 vg not the fp32 vg rounded", what, off, no);
+            free(ref);
+        } else {
+            snprintf(part, sizeof part, "%s, vg not taken", what);
+            bits_as(part, "the unpromised gate", vg_p, vg_d[0], no);
+            vgv = back(vg_p, no);
+        }
+        real *vgv_d = dev_of(vgv, no), *vsrc[2] = {vg_p, vgv_d}, *o2[2], *l2[2], *dq2[2], *dv2[2], *ds2[2];
+        AttnArgs av = ad;
+        av.v_stride = C;
+        const long r1 = sg_attn_inplace_reads();
+        for (int k = 0; k < 2; k++) {
+            o2[k] = gpu_ops.alloc(sizeof(real) * no), l2[k] = gpu_ops.alloc(sizeof(real) * nl);
+            dq2[k] = dev_of(zero, nq), dv2[k] = dev_of(zero, no), ds2[k] = dev_of(zero, H);
+            gpu_ops.attention_fwd(o2[k], l2[k], src[k], src[k] + C, vsrc[k], &av);
+            gpu_ops.attention_bwd(dq2[k], dq2[k] + C, dv2[k], ds2[k], NULL, dout_d, src[k], src[k] + C, vsrc[k], o2[k],
+                                  l2[k], &av);
+        }
+        CHECK(sg_attn_inplace_reads() - r1 == (taken && dp ? 6 : 0), "%s: vg promised: %ld operands read in place, "
+              "want %d", what, sg_attn_inplace_reads() - r1, taken && dp ? 6 : 0);
+        static const char *const vname[] = {"attention out on vg", "attention lse on vg", "attention dq/dk on vg",
+                                            "attention dvg", "attention dsink on vg"};
+        real **vout[] = {o2, l2, dq2, dv2, ds2};
+        const long vlen[] = {no, nl, nq, no, H};
+        for (int o = 0; o < 5; o++) {
+            snprintf(part, sizeof part, "%s, %s", what, vname[o]);
+            bits_as(part, "the op on an fp32 vg", vout[o][0], vout[o][1], vlen[o]);
+        }
+        op_matmul_only_end(vg_p, sizeof(real) * (size_t)no);
+        void *dv_free[] = {vg_p, gq_d, vgv_d};
+        for (size_t i = 0; i < sizeof dv_free / sizeof *dv_free; i++) gpu_ops.free(dv_free[i]);
+        for (int k = 0; k < 2; k++) {
+            void *dk[] = {o2[k], l2[k], dq2[k], dv2[k], ds2[k]};
+            for (size_t i = 0; i < sizeof dk / sizeof *dk; i++) gpu_ops.free(dk[i]);
+        }
+        free(vgv);
+    }
     static const char *const aname[] = {"attention out", "attention lse", "attention dq/dk/dv", "attention dsink"};
     real **aout[] = {o_d, lse_d, dq_d, ds_d};
     const long alen[] = {no, nl, nq, H};
