@@ -113,6 +113,33 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, (x.shape[-1],), self.weight, None, LN_EPS)
 
 
+def attention_core(q, k, v, augment, phantom, D, sink_logit, key_bias, mask):
+    """Appendix A's SDPA formulation of one arm's attention: q, k, v [B,H,S,d]
+    (v already gated), the arm's learned sink logit [H] or None, the
+    routing-slot log-biases [B,H,S] or None, and for the phantom arms the
+    boolean mask [S, S+1]; returns [B,H,S,d].  tests/bench/torch_attention.py
+    times this function alone."""
+    B, H, S, d = q.shape
+    if augment:
+        pad = D - d - 1
+        q = torch.cat([q, q.new_full((B, H, S, 1), math.sqrt(d)),
+                       q.new_zeros(B, H, S, pad)], dim=-1)
+        kb = key_bias[..., None] if key_bias is not None else k.new_zeros(B, H, S, 1)
+        k = torch.cat([k, kb, k.new_zeros(B, H, S, pad)], dim=-1)
+        v = F.pad(v, (0, D - d))            # same width as q/k: fused kernel
+    if phantom:
+        if sink_logit is not None:           # b_h in coordinate d, 0 elsewhere
+            ph = F.pad(sink_logit.to(k.dtype).view(H, 1), (d, D - d - 1))
+        else:                                # off-by-one: zero key, logit 0
+            ph = k.new_zeros(H, D)
+        k = torch.cat([ph.view(1, H, 1, D).expand(B, H, 1, D), k], dim=2)
+        v = torch.cat([v.new_zeros(B, H, 1, v.shape[-1]), v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / math.sqrt(d))
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / math.sqrt(d))
+    return y[..., :d] if y.shape[-1] != d else y
+
+
 class Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -142,7 +169,7 @@ class Attention(nn.Module):
 
     def forward(self, x):
         B, S, C = x.shape
-        H, d, D = self.H, self.d, self.D
+        H, d = self.H, self.d
         q, k, v = self.c_attn(x).view(B, S, 3, H, d).permute(2, 0, 3, 1, 4).unbind(0)  # [B,H,S,d]
 
         key_bias = None
@@ -162,27 +189,9 @@ class Attention(nn.Module):
             else:
                 key_bias = F.logsigmoid(z).to(v.dtype)                  # log g_j
 
-        if self.augment:
-            pad = D - d - 1
-            q = torch.cat([q, q.new_full((B, H, S, 1), math.sqrt(d)),
-                           q.new_zeros(B, H, S, pad)], dim=-1)
-            kb = key_bias[..., None] if key_bias is not None else k.new_zeros(B, H, S, 1)
-            k = torch.cat([k, kb, k.new_zeros(B, H, S, pad)], dim=-1)
-            v = F.pad(v, (0, D - d))            # same width as q/k: fused kernel
-        if self.phantom:
-            if self.zero == "phantom_learned":   # b_h in coordinate d, 0 elsewhere
-                ph = F.pad(self.sink_logit.to(k.dtype).view(H, 1), (d, D - d - 1))
-            else:                                # off-by-one: zero key, logit 0
-                ph = k.new_zeros(H, D)
-            k = torch.cat([ph.view(1, H, 1, D).expand(B, H, 1, D), k], dim=2)
-            v = torch.cat([v.new_zeros(B, H, 1, v.shape[-1]), v], dim=2)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:S, :S + 1],
-                                               scale=1.0 / math.sqrt(d))
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                               scale=1.0 / math.sqrt(d))
-        if y.shape[-1] != d:
-            y = y[..., :d]
+        y = attention_core(q, k, v, self.augment, self.phantom, self.D,
+                           self.sink_logit if self.zero == "phantom_learned" else None,
+                           key_bias, self.mask[:S, :S + 1] if self.phantom else None)
         return self.c_proj(y.transpose(1, 2).reshape(B, S, C))
 
 
@@ -421,6 +430,12 @@ def bench_arm(arm, args, use_compile, seed=1234):
 
     losses = [x.item() for x in losses]
     assert all(math.isfinite(x) for x in losses), (arm, losses)
+    if args.profile_steps > 0:
+        try:
+            out.update(profile_steps(lambda i: step(args.warmup_steps + args.steps + i),
+                                     args.profile_steps, cuda, sync))
+        except Exception as e:     # a profiler that fails must not cost the timed figure
+            out["profile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     out.update(tokens_per_s=args.steps * B * T / elapsed,
                ms_per_step=1e3 * elapsed / args.steps,
                elapsed_s=elapsed,
@@ -431,6 +446,69 @@ def bench_arm(arm, args, use_compile, seed=1234):
         out["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         torch.cuda.reset_peak_memory_stats()
     return out
+
+
+# Kernel (GPU) or op (CPU) names -> bench_gpu's categories (src/profile.h),
+# first match wins.  Inductor names a fused kernel after the ops it fuses
+# (triton_red_fused_add_native_layer_norm_1), so a fused kernel counts in
+# the category of the first op of the list it contains; the classifier's
+# GEMMs are GEMMs like any other here and count as matmul, while ours count
+# as classifier.
+PROFILE_CATEGORIES = [
+    ("optimizer", ("adam", "multi_tensor", "foreach", "clip_grad")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
+    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "aten::mm", "aten::addmm", "aten::bmm",
+                "aten::linear", "splitk", "sm90_", "sm80_", "sm100_", "sm120_", "ampere_")),
+    ("classifier", ("log_softmax", "nll_loss", "cross_entropy", "softmax")),
+    ("layernorm", ("layer_norm",)),
+    ("gate", ("sigmoid", "vector_norm", "einsum")),
+    ("embed", ("embedding", "index_put", "aten::index", "_index_", "scatter", "gather")),
+    ("pointwise", ("gelu", "erf", "add", "mul", "cat", "pad", "copy", "fill", "where", "clone", "sum")),
+]
+
+
+def profile_category(name):
+    n = name.lower()
+    for cat, keys in PROFILE_CATEGORIES:
+        if any(k in n for k in keys):
+            return cat
+    return "other"
+
+
+def profile_steps(run_step, n, cuda, sync):
+    """n more steps under torch.profiler, after the timed ones: the device
+    time of every kernel (CPU: the self time of every op), summed by
+    bench_gpu's categories, per step; the busy total against the steps'
+    wall time; and the 14 costliest kernels by name."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        sync()
+        t0 = time.perf_counter()
+        for i in range(n):
+            run_step(i)
+        sync()
+        wall = time.perf_counter() - t0
+    per = {}
+    for e in prof.key_averages():
+        if cuda:
+            if getattr(e, "device_type", None) != DeviceType.CUDA:
+                continue
+            us = getattr(e, "self_device_time_total", None)
+            if us is None:
+                us = getattr(e, "self_cuda_time_total", 0)
+        else:
+            us = e.self_cpu_time_total
+        if us > 0:
+            per[e.key] = per.get(e.key, 0.0) + us / 1e3 / n
+    cats = {c: 0.0 for c, _ in PROFILE_CATEGORIES}
+    cats["other"] = 0.0
+    for name, ms in per.items():
+        cats[profile_category(name)] += ms
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:14]
+    return {"profile_ms": cats, "profile_busy_ms": sum(per.values()),
+            "profile_wall_ms": 1e3 * wall / n, "profile_steps": n,
+            "profile_top": [{"name": k[:160], "ms": v, "category": profile_category(k)} for k, v in top]}
 
 
 def device_name(device):
@@ -456,6 +534,8 @@ def run_benchmark(args):
             sys.exit(f"unknown arm {a!r}; known: {', '.join(ARM_NAMES)} or 'all'")
     if args.steps < 1 or args.micro_batch < 1:
         sys.exit("--steps and --micro-batch must be >= 1")
+    if args.profile_steps < 0:
+        sys.exit("--profile-steps must be >= 0")
     use_compile = not args.no_compile
     if use_compile and args.warmup_steps < 1:
         sys.exit("--warmup-steps must be >= 1 with torch.compile (the first step compiles)")
@@ -481,6 +561,8 @@ def run_benchmark(args):
                             "cpu_util": r.get("cpu_util"), "other_cpu_frac": r.get("other_cpu_frac"),
                             "first_step_s": r.get("first_step_s"), "n_params": r["n_params"],
                             "loss_first": r["loss_first"], "loss_last": r["loss_last"],
+                            **{k: r[k] for k in ("profile_ms", "profile_busy_ms", "profile_wall_ms",
+                                                 "profile_steps", "profile_top", "profile_error") if k in r},
                             **({"max_memory_gib": r["max_memory_gib"]} if "max_memory_gib" in r else {})}
                         for a, r in results.items()},
             "steps": args.steps,
@@ -550,6 +632,17 @@ def run_benchmark(args):
         if oc is not None and oc > 0.10:
             notes.append(f"{arm}: other processes used {100 * oc:.0f}% of the machine's CPU "
                          f"during the timed steps; its figure is not reliable")
+    for arm, r in results.items():
+        if "profile_error" in r:
+            notes.append(f"{arm}: the profiled steps failed: {r['profile_error']}")
+        if "profile_ms" not in r:
+            continue
+        busy = r["profile_busy_ms"]
+        print(f"{arm:<10s} profiled ({r['profile_steps']} steps, {'kernels' if cuda else 'ops'}): "
+              f"{busy:.2f} ms busy of {r['profile_wall_ms']:.2f} ms a step:"
+              + "".join(f" {c} {ms:.2f} ({100 * ms / busy:.0f}%)" for c, ms in r["profile_ms"].items() if ms > 0))
+        for t in r["profile_top"]:
+            print(f"{'':<10s} {t['ms']:8.3f} ms  {t['category']:<10s} {t['name'][:100]}")
     for n in notes:
         print("note:", n)
 
@@ -621,6 +714,9 @@ def main():
     ap.add_argument("--compile-limit", type=float, default=COMPILE_LIMIT_S, metavar="S",
                     help="seconds the first (compiling) step may take before the arm is "
                          f"rerun eagerly (default {COMPILE_LIMIT_S:.0f})")
+    ap.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                    help="after the timed steps, N more under torch.profiler: device time by "
+                         "category (bench_gpu's) and the costliest kernels (default 0: none)")
     ap.add_argument("--json", default=None, metavar="OUT.json")
     ap.add_argument("--selfcheck", action="store_true",
                     help="float64 loss/grad check against tests/twin/twin.py, then exit")

@@ -15,7 +15,9 @@
 #     device-to-device copy's in the same process.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
 #     autocast, torch.compile, fused AdamW, SDPA with the head dimension
-#     augmented for the phantom) on the same tiers, micro-batches and arms;
+#     augmented for the phantom) on the same tiers, micro-batches and arms,
+#     and after its 124M tier its attention alone for every arm
+#     (tests/bench/torch_attention.py) at the attention rows' shape;
 #     skipped, with a note, where torch or its CUDA is missing.
 #  4. A summary: per tier sinkgate vs PyTorch tokens/s, combo2/baseline, MFU
 #     at 124M, and which goals are met.
@@ -111,7 +113,13 @@ if [ $trc = 0 ]; then
         case $tier in 350M) cap=110 ;; 124M) cap=90 ;; *) cap=75 ;; esac
         run "torch-$tier" $cap 30 "$PY" tests/bench/torch_step.py --device cuda --shape "$tier" \
             --micro-batch "$(micro_batch "$tier")" --arms "$ARMS" --steps "$STEPS" --warmup-steps 2 \
-            --compile-scope "$SCOPE" --compile-limit "$CLIMIT" --json "$OUT/torch-$tier.json"
+            --compile-scope "$SCOPE" --compile-limit "$CLIMIT" --profile-steps 2 --json "$OUT/torch-$tier.json"
+        # SDPA alone at the attention rows' shape, after the 124M tier: the
+        # arms ordered so that a run cut short keeps the baseline's and
+        # combo2's cores first (the gated arms share the ungated arms' cores)
+        [ "$tier" = 124M ] && run torch-attention 50 15 "$PY" tests/bench/torch_attention.py --device cuda \
+            --arms baseline,combo2,offbyone,renorm,sinktoken,sinklogit,normgate,projgate,combo \
+            --json "$OUT/torch-attention.json"
     done
 elif [ $trc = 3 ]; then
     note "PyTorch $tv sees no CUDA device: the PyTorch comparison is skipped"
@@ -164,6 +172,22 @@ for tier in tiers:
               f" {fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%'):>6}"
               f" {fmt(row['combo2_over_baseline'], '{:.3f}') if i == 0 else '':>12}{eager}")
 
+# Where a step's time goes, ours (each op synchronised) beside PyTorch's
+# (kernel time from torch.profiler); the LM head's GEMMs count as
+# classifier in ours and as matmul in PyTorch's.
+for tier in tiers:
+    sgr = ((load(f"sinkgate-{tier}.json") or {}).get("train") or {}).get(tier, {})
+    ptr = (load(f"torch-{tier}.json") or {}).get("results", {})
+    for arm in ("baseline", "combo2"):
+        a, p = (sgr.get(arm) or {}).get("profile_ms"), (ptr.get(arm) or {}).get("profile_ms")
+        if not a or not p:
+            continue
+        cats = [c for c in a if a[c] > 0 or p.get(c, 0) > 0] + [c for c in p if c not in a and p[c] > 0]
+        print(f"{tier} {arm} ms a step, sinkgate / PyTorch: "
+              + ", ".join(f"{c} {a.get(c, 0):.2f}/{p.get(c, 0):.2f}" for c in cats)
+              + f" (PyTorch's kernels busy {ptr[arm]['profile_busy_ms']:.2f} of {ptr[arm]['profile_wall_ms']:.2f})")
+        summary.setdefault("profile_ms", {})[f"{tier}/{arm}"] = {"sinkgate": a, "torch": p}
+
 att = load("sinkgate-attention.json")
 if att and att.get("attention", {}).get("arms"):
     a = att["attention"]
@@ -182,6 +206,18 @@ if att and att.get("attention", {}).get("arms"):
         print("  with SG_ATTN=mma SG_ATTN_DQ=stored (dQ from the stored dS): TFLOP/s "
               + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma_dqs"].items()))
         summary["attention_tflops_mma_dqs"] = {k: v["tflops"] for k, v in a["arms_mma_dqs"].items()}
+ta = (load("torch-attention.json") or {}).get("arms") or {}
+if ta:
+    ours = {}
+    for key in ("arms", "arms_mma", "arms_mma16", "arms_mma_dqs"):
+        for k, v in ((att or {}).get("attention", {}).get(key) or {}).items():
+            ours[k] = max(ours.get(k, 0), v["tflops"])
+    print("  PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s "
+          + ", ".join(f"{k} {v['tflops']:.0f}" + (f" (ours {ours[k] / v['tflops']:.2f}x)" if k in ours else "")
+                      for k, v in ta.items()))
+    print("    SDPA kernels: " + "; ".join(sorted({f"{v['core_of']}: {v['sdpa']}" for v in ta.values()})))
+    summary["torch_attention_tflops"] = {k: v["tflops"] for k, v in ta.items()}
+    summary["attention_best_over_torch"] = {k: ours[k] / v["tflops"] for k, v in ta.items() if k in ours}
 if att and att.get("matmul"):
     print("linear layers (op_matmul) TFLOP/s fwd/bwd: "
           + ", ".join(f"{k} {v['fwd_tflops']:.0f}/{v['bwd_tflops']:.0f}" for k, v in att["matmul"].items()))
