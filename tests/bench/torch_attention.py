@@ -37,7 +37,6 @@ measure."""
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
