@@ -73,9 +73,6 @@ def backend_of(fn):
         name = e.key.split("::")[-1]
         if name in kinds and kinds[name] not in seen:
             seen.append(kinds[name])
-    # the CPU flash op's name contains the CUDA one's: keep the longer match
-    if "flash (CPU)" in seen and "flash" in seen:
-        seen.remove("flash")
     return ", ".join(seen) or "unknown"
 
 

@@ -140,9 +140,10 @@ grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.l
 # separated by ';', each one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma
 # SG_MATMUL_KEEP=0")
 DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
-IFS=';' read -ra settings <<<"$DEVICE_AB"
-n_ab=0
-for setting in "${settings[@]}"; do [ -z "${setting// /}" ] || n_ab=$((n_ab + 1)); done
+IFS=';' read -ra all_settings <<<"$DEVICE_AB"
+settings=()
+for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done
+n_ab=${#settings[@]}
 # The benchmarks get what the tests and the sanitizer left of DEVICE_LIMIT_S
 # (590 s: one device call runs at most 600), less the A/B runs' limits and
 # 20 s for packing up, and at least 190 s; BENCH_GPU_BUDGET_S overrides it.
@@ -155,7 +156,6 @@ OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=$bench_budget bash tests/gpu/bench.sh "$B"
 echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
 n=0
 for setting in "${settings[@]}"; do
-    [ -n "${setting// /}" ] || continue
     n=$((n + 1))
     # shellcheck disable=SC2086
     env $setting timeout "${AB_LIMIT_S:-35}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
