@@ -239,7 +239,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
             for (int t = 0; t < 8; ++t) {
                 const int rr = rp + 2 * t, i = mi0 + rr, j = kw0 + c;
                 const float p = j <= i && i < T
-                                    ? exp2f(fmaf(w.S[rr * L::LDS + c], g.scale_log2, lbj) -
+                                    ? tc_ex2(fmaf(w.S[rr * L::LDS + c], g.scale_log2, lbj) -
                                             Ls[m * 16 + rr])
                                     : 0.f;
                 const float ds = p * (w.dP[rr * L::LDS + c] - Ds[m * 16 + rr]);
@@ -357,7 +357,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
             for (int t = 0; t < 8; ++t) {
                 const int rr = rp + 2 * t, i = qw0 + rr, j = kn0 + c;
                 const float p = j <= i && i < T
-                                    ? exp2f(fmaf(w.S[rr * L::LDS + c], g.scale_log2, lbj) - Lr[t])
+                                    ? tc_ex2(fmaf(w.S[rr * L::LDS + c], g.scale_log2, lbj) - Lr[t])
                                     : 0.f;
                 w.dS[rr * L::LDB + c] = __float2bfloat16_rn(p * (w.dP[rr * L::LDS + c] - Dr[t]));
             }

@@ -15,7 +15,9 @@
  *   alpha = exp(m - m'),  P = exp(s - m')
  *   l     = alpha l + sum_j P_ij,   acc = alpha acc + P V   (P V on the tensor cores)
  * and at the end o_i = acc_i / l_i, LSE_i = m_i + log l_i.  Scores are kept
- * in base 2 (s log2 e), so every exponential is one exp2.
+ * in base 2 (s log2 e), so every exponential is one exp2: the special-
+ * function unit's, denormals flushed (tc_ex2, mma_ptx.h), as in every
+ * attention tile kernel.
  *
  * The phantom is the first "key" every query has seen: m starts at c_h and
  * l at exp(c_h - m) = 1, and because its value is zero it adds nothing to
@@ -134,11 +136,11 @@ static __global__ void __launch_bounds__(ATTN_NT)
         /* mu = the new max, or 0 while the row has seen nothing (no phantom):
          * exp2(-inf - 0) = 0 then, never exp2(-inf + inf) = NaN. */
         const float mu = mx == -INFINITY ? 0.f : mx;
-        const float alpha = exp2f(m - mu);
+        const float alpha = tc_ex2(m - mu);
         float ps = 0.f;
 #pragma unroll
         for (int t = 0; t < ATTN_BK / 2; ++t) {
-            const float p = exp2f(x[t] - mu);
+            const float p = tc_ex2(x[t] - mu);
             ps += p;
             Pw[r * L::LDP + cp + 2 * t] = __float2bfloat16_rn(p);
         }

@@ -71,27 +71,42 @@ struct FwdMmaLayout {
     static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
 };
 
-/* s = the tile's logits in base 2 (element e of s[n]: row row[e >> 1], key
- * k0 + 8n + 2 tq + (e & 1)), and mx = the running max over them.  MASK:
- * -inf where j > i or j >= T, needed only where the tile reaches past the
- * m-tile's first query or past T; before that every key precedes every row. */
-template <bool MASK, int NN>
+/* The tile's logits (element e of s[n]: row row[e >> 1], key
+ * k0 + 8n + 2 tq + (e & 1)) and mx, the running max over them in base 2.
+ * MASK: -inf where j > i or j >= T, needed only where the tile reaches past
+ * the m-tile's first query or past T; before that every key precedes every
+ * row.
+ * LB (a log-bias): s becomes x = s scale + lb, base 2, and the softmax's
+ * exponent is x - m.  Without one s stays the raw product and the exponent
+ * is one fma, s scale - m (FlashAttention's folding): the max is taken
+ * over the raw s and scaled once, which gives the max of the scaled logits
+ * bit for bit, since scale > 0 and rounding is monotone. */
+template <bool MASK, bool LB, int NN>
 static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float (&mx)[2], const float *lbs,
                                                        float scale_log2, int k0, const int (&row)[2], int T,
                                                        int tq) {
+    float raw[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int c = 8 * n + 2 * tq + (e & 1), j = k0 + c;
-            const float x =
-                !MASK || (j <= row[e >> 1] && j < T) ? fmaf(s[n][e], scale_log2, lbs[c]) : -INFINITY;
-            s[n][e] = x;
-            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            const bool in = !MASK || (j <= row[e >> 1] && j < T);
+            if (LB) {
+                const float x = in ? fmaf(s[n][e], scale_log2, lbs[c]) : -INFINITY;
+                s[n][e] = x;
+                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            } else {
+                if (MASK && !in) s[n][e] = -INFINITY;
+                raw[e >> 1] = fmaxf(raw[e >> 1], s[n][e]);
+            }
         }
+    if (!LB)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], raw[r] * scale_log2);
 }
 
-template <int DP, int MT>
+template <int DP, int MT, bool LB>
 static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const AttnOp qo, const AttnOp ko,
                         const AttnOp vo, const float *__restrict__ sink, const float *__restrict__ logbias,
@@ -110,7 +125,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
     const sg_bf16 *qh = qo.at(b, h), *kh = ko.at(b, h), *vh = vo.at(b, h);
-    const float *lb = logbias ? logbias + bh * T : nullptr;
+    const float *lb = LB ? logbias + bh * T : nullptr;
     const int wq0 = q0 + warp * RW, wlast = wq0 + RW - 1;
     const bool active = wq0 < T; /* warp-uniform */
     /* this lane's queries: rows g and g + 8 of each m-tile */
@@ -136,7 +151,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB, kh, ko.rs, 0, T);
     attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, vh, vo.rs, 0, T);
     tc_cp_commit();
-    attn_load_bias(lbuf, lb, 0, T);
+    if (LB) attn_load_bias(lbuf, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[MT][NF][4];
@@ -157,7 +172,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb, kh, ko.rs, k0 + ATTN_BK, T);
             attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
-            attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            if (LB) attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
         } else {
             tc_cp_wait<0>();
@@ -196,8 +211,8 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             for (int i = 0; i < MT; ++i) {
                 float mx[2] = {m[i][0], m[i][1]};
                 if (k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T)
-                    attn_fwd_logits<true>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
-                else attn_fwd_logits<false>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
+                    attn_fwd_logits<true, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
+                else attn_fwd_logits<false, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
                 float alpha[2], mu[2];
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
@@ -206,14 +221,15 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
                      * never exp2(-inf + inf) = NaN */
                     mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-                    alpha[r] = exp2f(m[i][r] - mu[r]);
+                    alpha[r] = tc_ex2(m[i][r] - mu[r]);
                 }
                 float ps[2] = {0.f, 0.f};
 #pragma unroll
                 for (int n = 0; n < 2 * NS; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const float p = exp2f(s[i][n][e] - mu[e >> 1]);
+                        const float p = LB ? tc_ex2(s[i][n][e] - mu[e >> 1])
+                                           : tc_ex2(fmaf(s[i][n][e], g.scale_log2, -mu[e >> 1]));
                         s[i][n][e] = p;
                         ps[e >> 1] += p;
                     }
@@ -276,13 +292,13 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     }
 }
 
-template <int DP, int MT>
+template <int DP, int MT, bool LB>
 static void attn_fwd_mma_launch(real *out, real *lse, const AttnOp *op, sg_bf16 *twin, const AttnArgs *a,
                                 const AttnGeom &g) {
     const size_t smem = FwdMmaLayout<DP>::BYTES;
-    attn_smem_attr(attn_fwd_mma_kernel<DP, MT>, smem);
+    attn_smem_attr(attn_fwd_mma_kernel<DP, MT, LB>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
-    attn_fwd_mma_kernel<DP, MT><<<grid, FwdMmaShape<MT>::NT, smem, sg_stream()>>>(
+    attn_fwd_mma_kernel<DP, MT, LB><<<grid, FwdMmaShape<MT>::NT, smem, sg_stream()>>>(
         out, lse, op[0], op[1], op[2], a->sink, a->logbias, twin, g);
     CUDA_LAUNCHED();
 }
@@ -297,6 +313,10 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
     }
     attn_by_dpad(a->d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
-        attn_by_mtiles<DP>([&](auto mt) { attn_fwd_mma_launch<DP, decltype(mt)::value>(out, lse, op, twin, a, g); });
+        attn_by_mtiles<DP>([&](auto mt) {
+            constexpr int MT = decltype(mt)::value;
+            if (a->logbias) attn_fwd_mma_launch<DP, MT, true>(out, lse, op, twin, a, g);
+            else attn_fwd_mma_launch<DP, MT, false>(out, lse, op, twin, a, g);
+        });
     });
 }

@@ -77,6 +77,20 @@ static __device__ __forceinline__ void tc_cp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* 2^x on the special-function unit with denormals flushed: an input
+ * below 2^-126 in magnitude is read as 0 and a result below 2^-126 comes
+ * out +0 (ex2.approx.ftz.f32; 2^-inf = +0).  exp2f, without fast math,
+ * wraps the same MUFU.EX2 in a fix-up for denormal results: a compare and
+ * two predicated multiplies around every exponential, which in the
+ * softmax loops cost more issue slots than the exponential itself.  A
+ * probability below 2^-126 is 0 either way once it is rounded for the next
+ * product and summed with the row's largest term, 1. */
+static __device__ __forceinline__ float tc_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* d += a b: A 16 x 16, B 16 x 8, fp32 accumulators.  Not volatile: it
  * touches nothing but its operands, so the compiler may schedule it freely
  * (the loads are volatile: they read shared memory, which the asm cannot
