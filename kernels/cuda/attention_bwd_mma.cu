@@ -110,9 +110,12 @@ static __device__ __forceinline__ void attn_two_products(float (&u)[2][4], float
 }
 
 /* dkdv's strip of m0 .. m0+15 queries of the tile at q0: st (S^T) becomes
- * P^T and dpt (dP^T) becomes dS^T = P^T (dP^T - D), and colsum gathers the
- * lane's part of dS's column sums.  MASK: P = 0 where i < j or i >= T. */
-template <bool MASK>
+ * P^T and dpt (dP^T) becomes dS^T = P^T (dP^T - D), and with a log-bias
+ * (LB) colsum gathers the lane's part of dS's column sums.  MASK: P = 0
+ * where i < j or i >= T.  The exponent is s scale + lb - L, or without a
+ * log-bias the one fma s scale - L (the dq kernel's form, so that both
+ * kernels recompute P alike). */
+template <bool MASK, bool LB>
 static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float (&dpt)[2][4], float (&colsum)[2],
                                                        const float *Ls, const float *Ds, const float (&lbj)[2],
                                                        float scale_log2, int m0, int q0, const int (&key)[2], int T,
@@ -122,20 +125,19 @@ static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float 
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int ic = m0 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
-            const float p = !MASK || (key[e >> 1] <= i && i < T)
-                                ? tc_ex2(fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic])
-                                : 0.f;
+            const float x = LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic] : fmaf(st[n][e], scale_log2, -Ls[ic]);
+            const float p = !MASK || (key[e >> 1] <= i && i < T) ? tc_ex2(x) : 0.f;
             const float ds = p * (dpt[n][e] - Ds[ic]);
             st[n][e] = p;
             dpt[n][e] = ds;
-            colsum[e >> 1] += ds;
+            if (LB) colsum[e >> 1] += ds;
         }
 }
 
 /* dq's strip of keys c0 .. c0+15 of the tile at k0: dp (dP) becomes
- * dS = P (dP - D), P recomputed from s (S).  MASK: P = 0 where j > i or
- * i >= T. */
-template <bool MASK>
+ * dS = P (dP - D), P recomputed from s (S) as the dkdv kernel does.  MASK:
+ * P = 0 where j > i or i >= T. */
+template <bool MASK, bool LB>
 static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], float (&dp)[2][4], const float *lbs,
                                                        const float (&Lr)[2], const float (&Dr)[2], float scale_log2,
                                                        int c0, int k0, const int (&row)[2], int T, int tq) {
@@ -144,8 +146,8 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int c = c0 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
-            const float p = !MASK || (j <= i && i < T) ? tc_ex2(fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1])
-                                                       : 0.f;
+            const float x = LB ? fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1] : fmaf(s[nt][e], scale_log2, -Lr[e >> 1]);
+            const float p = !MASK || (j <= i && i < T) ? tc_ex2(x) : 0.f;
             dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
         }
 }
@@ -171,7 +173,7 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 
-template <int DP>
+template <int DP, bool LB>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
@@ -202,13 +204,13 @@ static __global__ void __launch_bounds__(ATTN_NT)
     attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(b, h), ko.rs, vo.at(b, h), vo.rs, k0, T);
     attn_cp_pair<DP, LD, TE>(sm.buf(0), qh, qo.rs, gh, go.rs, k0, T);
     tc_cp_commit();
-    attn_load_bias(sm.lb2, logbias ? logbias + bh * T : nullptr, k0, T);
+    if (LB) attn_load_bias(sm.lb2, logbias + bh * T, k0, T);
     attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
     attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp * 16, lane);
-    const float lbj[2] = {sm.lb2[warp * 16 + gq], sm.lb2[warp * 16 + gq + 8]};
+    const float lbj[2] = {LB ? sm.lb2[warp * 16 + gq] : 0.f, LB ? sm.lb2[warp * 16 + gq + 8] : 0.f};
     __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
 #pragma unroll
@@ -246,8 +248,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
                 attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, lane);
                 /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
-                if (mask) attn_dkdv_probs<true>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
-                else attn_dkdv_probs<false>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+                if (mask) attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+                else attn_dkdv_probs<false, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
                 tc_reg pa[4], dsa[4];
                 tc_acc_to_a(pa, st);
                 tc_acc_to_a(dsa, dpt);
@@ -268,16 +270,17 @@ static __global__ void __launch_bounds__(ATTN_NT)
     }
 
     if (!active) return;
+    if (LB)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) { /* the row's four lanes, in a fixed order */
-        colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
-        colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
-    }
+        for (int r = 0; r < 2; ++r) { /* the row's four lanes, in a fixed order */
+            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
+            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
+        }
     tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
                       tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32 || !tv);
     tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
                       tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
-    if (dlogbias && tq == 0)
+    if (LB && tq == 0) /* dlogbias is null exactly when logbias is (ops.h) */
 #pragma unroll
         for (int r = 0; r < 2; ++r)
             if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
@@ -326,7 +329,7 @@ static __device__ __forceinline__ void attn_dq_store(float *__restrict__ dq, sg_
                           twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
-template <int DP, int MT>
+template <int DP, int MT, bool LB>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                            const float *__restrict__ lse, const float *__restrict__ D,
@@ -340,7 +343,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
     const sg_bf16 *kh = ko.at(b, h), *vh = vo.at(b, h);
-    const float *lb = logbias ? logbias + bh * T : nullptr;
+    const float *lb = LB ? logbias + bh * T : nullptr;
     const int qw0 = q0 + warp * RW, wlast = qw0 + RW - 1;
     const bool active = qw0 < T; /* warp-uniform */
     int row[MT][2];
@@ -352,7 +355,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, ko.rs, vh, vo.rs, 0, T);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
-    attn_load_bias(sm.lb2, lb, 0, T);
+    if (LB) attn_load_bias(sm.lb2, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[MT][NF][4], oa[MT][NF][4];
@@ -378,7 +381,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         if (kt < qt) { /* fetch the next key tile while this one is used */
             attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, ko.rs, vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
-            attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            if (LB) attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -419,10 +422,10 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
                     if (kt == qt)
-                        attn_dq_dscores<true>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i], T,
+                        attn_dq_dscores<true, LB>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i], T,
                                               tq);
                     else
-                        attn_dq_dscores<false>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i],
+                        attn_dq_dscores<false, LB>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i],
                                                T, tq);
                     tc_acc_to_a(dsa[i], dp[i]);
                 }
@@ -519,11 +522,12 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     const long C = (long)a->H * a->d;
     sg_bf16 *tk = twin ? twin + C : nullptr, *tv = twin && dv == dq + 2 * C ? twin + 2 * C : nullptr;
     const size_t smem = BwdMmaLayout<DP>::BYTES;
-    attn_smem_attr(attn_bwd_dkdv_mma_kernel<DP>, smem);
-
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
-    attn_bwd_dkdv_mma_kernel<DP><<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3],
-                                                                       lse, D, a->logbias, tk, tv, ds, g);
+    const bool lb = a->logbias != nullptr;
+    auto dkdv = lb ? attn_bwd_dkdv_mma_kernel<DP, true> : attn_bwd_dkdv_mma_kernel<DP, false>;
+    attn_smem_attr(dkdv, smem);
+    dkdv<<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3], lse, D, a->logbias, tk,
+                                               tv, ds, g);
     CUDA_LAUNCHED();
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
@@ -535,9 +539,9 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
             g_dq_stored++;
             return;
         }
-        attn_smem_attr(attn_bwd_dq_mma_kernel<DP, MT>, smem);
-        attn_bwd_dq_mma_kernel<DP, MT><<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3],
-                                                                                    lse, D, a->logbias, twin, g);
+        auto dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true> : attn_bwd_dq_mma_kernel<DP, MT, false>;
+        attn_smem_attr(dqk, smem);
+        dqk<<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3], lse, D, a->logbias, twin, g);
         CUDA_LAUNCHED();
     });
 }
