@@ -26,6 +26,24 @@ check '[[ "$archs" == *"elf sm_80"* && "$archs" == *"elf sm_90"* && "$archs" == 
 check '! ldd "$CB/sgtrain" | grep -qE "libcuda\.so|libnvidia-ml"' "no driver library is linked (libcuda is loaded at run time by cudart)"
 check '! ldd "$B/sgtrain" | grep -qiE "cuda|cublas"' "the CPU build has no CUDA dependency"
 check '"$CB/sgtrain" tiers | grep -q "^124M"' "the CUDA build runs its GPU-free commands"
+# The attention tile kernels' exponentials carry no denormal fix-up
+# (tc_ex2, mma_ptx.h): exp2f puts a compare (FSETP) and two multiplies
+# around every MUFU.EX2.  tests/gpu/sass_mix.py counts both in the sm_90
+# code; it takes cuobjdump and nvdisasm from PyPI, and without PyPI this
+# check is skipped (said so below), not failed.
+expect 1 "expected a compute capability" -- python3 tests/gpu/sass_mix.py --arch x kernels/cuda/attention_fwd_mma.cu
+expect 1 "nope.cu: not a .cu file" -- python3 tests/gpu/sass_mix.py nope.cu
+mix=$(python3 tests/gpu/sass_mix.py kernels/cuda/attention_fwd_mma.cu kernels/cuda/attention_bwd_mma.cu \
+      kernels/cuda/attention_fwd.cu kernels/cuda/attention_bwd.cu 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "pip download" <<<"$mix"; then
+    echo "(sass_mix.py could not fetch cuobjdump from PyPI: the exponentials' SASS is not checked here)"
+else
+    check '[ $rc -eq 0 ]' "sass_mix.py runs: $mix"
+    tiles=$(grep -E '^_Z[0-9]+attn_(fwd|fwd_mma|bwd_dq|bwd_dq_mma|bwd_dkdv|bwd_dkdv_mma)_kernel' <<<"$mix")
+    check '[ "$(wc -l <<<"$tiles")" -ge 48 ]' "sass_mix.py lists the attention tile kernels ($(wc -l <<<"$tiles") found)"
+    slow=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$tiles")
+    check '[ -z "$slow" ]' "every attention tile kernel has fewer than one FSETP per two MUFU:"$'\n'"$slow"
+fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
     W=$(mktemp -d)
     "$B/sgsynth" --out "$W/d" --vocab 512 --val-tokens 20000 --train-tokens 60000 --shard-tokens 60000 >/dev/null
