@@ -280,7 +280,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
                       tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32 || !tv);
     tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
                       tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
-    if (LB && tq == 0) /* dlogbias is null exactly when logbias is (ops.h) */
+    if (LB && dlogbias && tq == 0) /* null when logbias is, and may be without it (ops.h) */
 #pragma unroll
         for (int r = 0; r < 2; ++r)
             if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
