@@ -25,7 +25,9 @@
  * terms), and at T = 1 without a phantom dq, dk and dlogbias, which are
  * exactly 0 (both sides hold rounding noise; they must be within a bound on
  * it).  test_gpu_ops compares dq, dk and dv as one tensor, and skips
- * dlogbias there; here each is compared on its own.
+ * dlogbias there; here each is compared on its own.  With a log-bias the
+ * backward also runs without dlogbias (NULL, as ops.h allows): dq, dk, dv
+ * and dsink bitwise as with it.
  * Every output buffer starts as NaN (or, where the op accumulates or must
  * leave padding alone, as values the reference starts from too), so an
  * element the kernel fails to write shows; every buffer has NaN guard zones
@@ -232,19 +234,23 @@ static void test_attention(const AttnCase &c) {
             cuda_op_matmul_only_end(dq2.p(), sizeof(float) * nqkv);
         }
     }
-    /* the backward again into fresh outputs, bitwise the first's */
-    auto bwd_again = [&](const char *how) {
+    /* the backward again into fresh outputs, bitwise the first's; with_dlb
+     * false: a log-bias without its gradient (dlogbias NULL, as ops.h
+     * allows) */
+    auto bwd_again = [&](const char *how, bool with_dlb = true) {
         Buf dq2(nqkv), dv2(c.vsep ? nv : 0), ds2 = dsink0, dlb2(nl);
         sg_matmul_forget();
         cuda_op_attention_bwd(dq2.p(), dq2.p() + C, c.vsep ? dv2.p() : dq2.p() + 2 * C, want_ds ? ds2.p() : nullptr,
-                              c.logbias ? dlb2.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+                              c.logbias && with_dlb ? dlb2.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o.p(),
+                              lse.p(), &a);
         CHECK(!memcmp(dq2.p(), dqkv.p(), sizeof(float) * nqkv) &&
                   (!c.vsep || !memcmp(dv2.p(), dvb.p(), sizeof(float) * nv)) &&
                   !memcmp(ds2.p(), ds.p(), sizeof(float) * H) &&
-                  (!c.logbias || !memcmp(dlb2.p(), dlb.p(), sizeof(float) * nl)),
+                  (!c.logbias || !with_dlb || !memcmp(dlb2.p(), dlb.p(), sizeof(float) * nl)),
               "%s: the backward %s differs from the first", g_tag.c_str(), how);
         for (const Buf *bb : {&dq2, &dv2, &ds2, &dlb2}) intact("outputs", *bb);
     };
+    if (c.logbias) bwd_again("without dlogbias", false);
     if (mma_tiles) {
         /* After an op_free (an address may come back for another buffer)
          * the kept pack is not taken: the backward packs Q, K and V again,
