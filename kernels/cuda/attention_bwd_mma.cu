@@ -125,7 +125,8 @@ static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float 
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int ic = m0 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
-            const float x = LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic] : fmaf(st[n][e], scale_log2, -Ls[ic]);
+            const float x =
+                LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic] : fmaf(st[n][e], scale_log2, -Ls[ic]);
             const float p = !MASK || (key[e >> 1] <= i && i < T) ? tc_ex2(x) : 0.f;
             const float ds = p * (dpt[n][e] - Ds[ic]);
             st[n][e] = p;
@@ -146,7 +147,8 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int c = c0 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
-            const float x = LB ? fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1] : fmaf(s[nt][e], scale_log2, -Lr[e >> 1]);
+            const float x =
+                LB ? fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1] : fmaf(s[nt][e], scale_log2, -Lr[e >> 1]);
             const float p = !MASK || (j <= i && i < T) ? tc_ex2(x) : 0.f;
             dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
         }
