@@ -489,7 +489,7 @@ static const char *const PH[] = {"none", "zero", "learned"};
 
 int main(int argc, char **argv) {
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++)
-        if (!strcmp(argv[1], "--fp32")) g_bf16 = false;
+        if (!strcmp(argv[1], "--fp32")) g_bf16 = false, emu::use_largest_smem();
         else if (!strcmp(argv[1], "--as-set")) g_as_set = true;
     const char *filter = battery_args("attention_emu_test", "[--fp32] [--as-set] SEED DIGESTS [FILTER]", argc, argv);
     if (!filter) return 2;

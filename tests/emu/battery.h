@@ -25,6 +25,9 @@ namespace emu {
 void set_seed(unsigned long long s);
 extern size_t max_smem_launched;
 extern long switches;
+/* the H200's shared memory per block instead of the RTX 5090's, for tiles
+ * built with a 4-byte bf16 (EMU_BF16_EXACT; cuda_runtime.h) */
+void use_largest_smem();
 }  // namespace emu
 
 static_assert(sizeof(real) == sizeof(float), "the emulated kernels are fp32 (the CUDA build's real)");

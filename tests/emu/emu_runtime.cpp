@@ -38,6 +38,8 @@ std::vector<Barrier> warp_bars;
 std::vector<std::array<uint64_t, 32>> xchg;
 unsigned char *smem_lo, *smem_hi;
 size_t max_smem_attr;
+size_t smem_optin = SMEM_OPTIN_SM120;
+void use_largest_smem() { smem_optin = SMEM_OPTIN_MAX; }
 long switches;
 size_t max_smem_launched;
 double device_extra_ms; /* cuda_runtime.h's events */
@@ -127,7 +129,7 @@ static void trampoline() {
 /* Dynamic shared memory: the launched size, and past it a poisoned margin
  * that must stay untouched.  Static (__shared__) variables get fixed offsets
  * in their own area, 48 KiB as on the device. */
-static constexpr size_t DYN_BYTES = SMEM_OPTIN + 4096, STATIC_BYTES = 48 * 1024;
+static constexpr size_t DYN_BYTES = SMEM_OPTIN_MAX + 4096, STATIC_BYTES = 48 * 1024;
 alignas(1024) static unsigned char dyn_area[DYN_BYTES];
 alignas(1024) static unsigned char static_area[STATIC_BYTES];
 static size_t static_used;
@@ -175,7 +177,9 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
     if (nt < 1 || nt > 1024) fail("invalid block size");
     if (block.y != 1 || block.z != 1 || nt % 32) fail("emulated: 1-D blocks of whole warps only");
     if (smem > 48 * 1024 && smem > max_smem_attr) fail("dynamic shared memory over 48 KiB without the opt-in attribute");
-    if (smem + static_used > SMEM_OPTIN) fail("shared memory over the device's 227 KiB per block");
+    if (smem + static_used > smem_optin)
+        fail(smem_optin == SMEM_OPTIN_SM120 ? "shared memory over the RTX 5090's (sm_120) 99 KiB per block"
+                                            : "shared memory over the H200's 227 KiB per block");
     max_smem_launched = std::max(max_smem_launched, smem);
 
     g_gridDim = grid;
