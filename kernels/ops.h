@@ -80,6 +80,19 @@ void op_attention_operand(const real *buf, long n);
  * over it.  Until a promised tensor is written again, its values are
  * unspecified. */
 void op_matmul_only_end(const void *base, size_t bytes);
+/* A promise about buf[0, n), the model's parameters, kept until
+ * op_free(buf): every part of it is written only by op_upload, op_copy,
+ * op_zero, op_adamw or op_adamw_multi, and anything else that writes a
+ * part (an MPI or NCCL collective) calls op_written on that part right
+ * after.  A backend whose matmuls read bf16 copies of their weights may
+ * then keep one copy per weight, which AdamW rewrites as it updates the
+ * weight, instead of casting every weight in every forward
+ * (kernels/cuda/weight_copies.cu).  One promise at a time: a second
+ * replaces the first.  The CPU backend ignores it. */
+void op_params(const real *buf, long n);
+/* p[0, bytes) was written by something other than an op (a collective):
+ * what a backend keeps derived from it is out of date. */
+void op_written(const void *p, size_t bytes);
 
 /* LayerNorm over the last dim, eps 1e-5.  b may be NULL (no bias).
  * mean/rstd [N] are saved for the backward. */

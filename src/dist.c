@@ -366,12 +366,26 @@ void dist_sum_scatter_real(real *x, long n) {
 #endif
 }
 
+#ifdef SG_MPI
+/* The other ranks' parts of x[0, dist_padded(n)) were written by a
+ * collective, not an op: what the ops keep derived from them (the weights'
+ * bf16 copies, ops.h: op_params) is out of date.  This rank's part holds
+ * what it held. */
+static void others_written(real *x, long n) {
+    long off, len;
+    dist_part(n, g_dist.rank, &off, &len);
+    op_written(x, sizeof(real) * (size_t)off);
+    op_written(x + off + len, sizeof(real) * (size_t)(dist_padded(n) - off - len));
+}
+#endif
+
 void dist_allgather_real(real *x, long n) {
 #ifdef SG_MPI
     if (!g_mpi || g_dist.size == 1) return;
 #ifdef SG_NCCL
     if (g_nccl) {
         dist_nccl_allgather(x, part_len(n));
+        others_written(x, n);
         return;
     }
 #endif
@@ -380,6 +394,7 @@ void dist_allgather_real(real *x, long n) {
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, real_type(), MPI_COMM_WORLD);
     timer_stop(t);
     free(counts);
+    others_written(x, n);
 #else
     (void)x, (void)n;
 #endif

@@ -183,6 +183,7 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     if (!m->params || !m->grads || !m->adam_m || !m->adam_v) goto oom;
     m->opt_off = 0;
     m->opt_len = m->n_params;
+    op_params(m->params, m->n_params);
     bind(m, m->params, &m->p);
     bind(m, m->grads, &m->g);
     return 0;
@@ -211,6 +212,7 @@ static int pad_flat(Model *m, long flat_len) {
         op_free(m->params);
         m->params = p;
     }
+    op_params(m->params, flat_len);
     bind(m, m->params, &m->p);
     bind(m, m->grads, &m->g);
     return 0;

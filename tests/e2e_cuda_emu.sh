@@ -63,13 +63,13 @@ RENAME=()
 for op in fwd bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
-for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
+for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
     embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
     host_memory sync backend; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
-OPS="layernorm elementwise embed gate classifier matmul" # $k.cu: bf16 build
+OPS="layernorm elementwise embed gate classifier matmul weight_copies" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
 t0=$SECONDS
@@ -99,10 +99,13 @@ for k in $OPS; do
     bg g++ "$W/ops/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/$k.deps" "$W/gen/$k.cpp"
 done
 # the attention forward writes its output's bf16 twin into matmul.cu's table
-# of copies: the attention tests link matmul.cu too, built as they are
+# of copies: the attention tests link matmul.cu too (and the weight copies
+# it reads), built as they are
 for mode in bf16 fp32; do
-    bg g++ "$W/$mode/matmul.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
-        -MD -MF "$W/$mode/matmul.deps" "$W/gen/matmul.cpp"
+    for k in matmul weight_copies; do
+        bg g++ "$W/$mode/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
+            -MD -MF "$W/$mode/$k.deps" "$W/gen/$k.cpp"
+    done
 done
 bg g++ "$W/ops/emu_memory.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/emu_memory.deps" "$E/emu_memory.cpp"
 for f in emu_runtime emu_cublas emu_cublaslt; do

@@ -306,6 +306,16 @@ check '[ $rc -eq 0 ] && grep -q "cuda (emulated" "$W/g1/result.json"' "one emula
 n_unstored=$(unstored "$W/g1.log")
 check '[ "${n_unstored:-0}" -ge 192 ]' "training stores only the twins of the promised tensors: ${n_unstored:-no} fp32 outputs not stored (want >= 6 x 4 x 2 x 4 = 192)"
 echo "training: ${n_unstored:-no} fp32 outputs left unstored for their twins"
+# the weights' bf16 copies (kernels/cuda/weight_copies.cu): each of the 9
+# weights (4 a layer and wte) cast once, at its first read; AdamW keeps them
+# current after that, so every later read of the 24 training micro-batches
+# (8 forward, 1 classifier and 8 dinp reads each) and of the validation
+# forwards takes a kept copy
+wread() { sed -nE "s/^sg weights: ([0-9]+) weight reads from AdamW-kept bf16 copies, ([0-9]+) casts into them\$/\\$2/p" "$1"; }
+w_served=$(wread "$W/g1.log" 1) w_cast=$(wread "$W/g1.log" 2)
+check '[ "${w_cast:-x}" = 9 ] && [ "${w_served:-0}" -ge $((24 * 17 - 9)) ]' \
+    "training reads the weights from AdamW's bf16 copies: ${w_served:-no} reads served, ${w_cast:-no} casts (want 9 casts, >= $((24 * 17 - 9)) reads)"
+echo "training: ${w_served:-no} weight reads from AdamW's bf16 copies, ${w_cast:-no} casts into them"
 n_bf16=$(bf16_stored "$W/g1.log")
 check '[ "${n_bf16:-0}" -ge 192 ]' "training stores the bf16 operands in bf16: ${n_bf16:-no} outputs (want >= 6 x 4 x 2 x 4 = 192)"
 within "$W/g1" "$W/cpu" 0.02 "one emulated GPU against the CPU build"
@@ -316,7 +326,9 @@ n_mma=$(bf16_stored "$W/g1-mma.log")
 check '[ $rc -eq 0 ] && [ "${n_mma:-0}" -ge $((n_bf16 + 48)) ]' \
     "SG_ATTN=mma training also stores qkv in bf16 (exit $rc): ${n_mma:-no} outputs, wmma $n_bf16 (want >= 48 more: 6 x 4 x 2)"
 within "$W/g1-mma" "$W/cpu" 0.02 "one emulated GPU with SG_ATTN=mma (qkv in bf16) against the CPU build"
-SG_MATMUL_KEEP=0 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
+SG_MATMUL_KEEP=0 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
+check '[ "$(wread "$W/g1-nokeep.log" 1) $(wread "$W/g1-nokeep.log" 2)" = "0 0" ]' \
+    "SG_MATMUL_KEEP=0: no weight copies kept: $(grep '^sg weights' "$W/g1-nokeep.log")"
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/g1-nokeep")" = "$(crc "$W/g1")" ] &&
        [ "$(losses "$W/g1-nokeep"; vals "$W/g1-nokeep")" = "$(losses "$W/g1"; vals "$W/g1")" ]' \
     "training with SG_MATMUL_KEEP=0: bitwise the losses and parameters with the twins (exit $rc; params_crc32 $(crc "$W/g1-nokeep") vs $(crc "$W/g1"))"

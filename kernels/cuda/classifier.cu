@@ -263,7 +263,13 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
     gin_t *wbuf = (gin_t *)(s + zb + lb + 256);
     gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + wb);
 
+#ifdef SG_CLASSIFIER_FP32
     const gin_t *w = gemm_input(wbuf, wte, (long)V * C, (long)Vg * C);
+#else
+    /* wte's copy that AdamW keeps current (weight_copies.cu), else a cast */
+    const gin_t *w = sg_weight_bf16(wte, (long)V * C, (long)Vg * C);
+    if (!w) w = gemm_input(wbuf, wte, (long)V * C, (long)Vg * C);
+#endif
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int n = N - r0 < chunk ? N - r0 : chunk;
         const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C, (long)n * C);

@@ -136,6 +136,20 @@ void sg_matmul_set_tune(int on);
  * (classifier.cu), and, for tests, a fixed chunk (0: the rule). */
 int sg_classifier_chunk_rows(int N, int Vp);
 void sg_classifier_set_chunk(int rows);
+/* bf16 copies of the weights, kept across forwards (weight_copies.cu).
+ * sg_weight_bf16: the copy of w[0, n), current (cast now if it was stale),
+ * zero in [n, n_out); NULL when w is not inside the vector promised with
+ * op_params, SG_MATMUL_KEEP=0 or no memory: the caller casts as before.
+ * sg_weight_update: for AdamW's segment p[0, n): the copy of exactly that
+ * weight, for the caller's launch to write whole (it counts as current
+ * from then on), or NULL; copies it covers only in part become stale.
+ * sg_weights_freed: op_free's hook (the promise ends with its vector).
+ * The counts, for tests: reads a current copy served, casts into copies. */
+const __nv_bfloat16 *sg_weight_bf16(const float *w, long n, long n_out);
+__nv_bfloat16 *sg_weight_update(const float *p, long n);
+void sg_weights_freed(const void *p);
+long sg_weight_reads_served(void);
+long sg_weight_casts(void);
 #ifdef __cplusplus
 }
 #endif

@@ -175,6 +175,7 @@ extern "C" void op_adamw(real *p, real *m, real *v, const real *g, long n, doubl
     double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
     const AdamW a = {(float)(lr / bc1), (float)sqrt(bc2), (float)(1.0 - lr * wd), (float)b1, (float)b2, (float)eps,
                      (float)gscale};
+    op_written(p, (size_t)n * sizeof *p); /* a weight's kept bf16 copy is now stale */
     const long n4 = vec_groups(n, {p, m, v, g}), k = 4 * n4;
     if (n4) {
         adamw4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(p, m, v, g, n4, a);
@@ -196,7 +197,10 @@ extern "C" void op_adamw(real *p, real *m, real *v, const real *g, long n, doubl
  * elements a thread (when the segment's four tensors are 16-byte aligned)
  * and the tail blocks one.  A block finds its segment by binary search over
  * the segments' first blocks.  Each element gets adamw_k's arithmetic, with
- * the segment's decay, so the bits are those of one op_adamw per segment. */
+ * the segment's decay, so the bits are those of one op_adamw per segment.
+ * A segment that is a weight with a kept bf16 copy (weight_copies.cu) also
+ * stores each new value's bf16 there, sg_cast_bf16 of the float it stores,
+ * so the copy stays the cast the next forward's matmul would make. */
 struct AdamwWork {
     long off;  /* p and g index of the segment's first element */
     long n4;   /* vector groups: elements [0, 4 n4) of the segment */
@@ -204,7 +208,8 @@ struct AdamwWork {
     int first; /* the segment's first block */
     int nvec;  /* its vector blocks; the rest of its blocks are scalar */
     int decay;
-    int pad; /* 0: no padding bytes, so that tables compare with memcmp */
+    int pad;             /* 0: no padding bytes, so that tables compare with memcmp */
+    __nv_bfloat16 *copy; /* the weight's bf16 copy (cudaMalloc'd: aligned), or NULL */
 };
 
 __global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long base,
@@ -232,6 +237,7 @@ __global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long
         as(p4.z, m4.z, v4.z, g4.z);
         as(p4.w, m4.w, v4.w, g4.w);
         sg_st4(m + mo + e, m4), sg_st4(v + mo + e, v4), sg_st4(p + off + e, p4);
+        if (s.copy) sg_st_bf16x4(s.copy + e, p4);
         return;
     }
     const long e = 4 * s.n4 + (long)(lb - s.nvec) * blockDim.x + threadIdx.x;
@@ -239,6 +245,7 @@ __global__ void adamw_multi_k(float *p, float *m, float *v, const float *g, long
     float pi = p[off + e], mi = m[mo + e], vi = v[mo + e];
     as(pi, mi, vi, g[off + e]);
     m[mo + e] = mi, v[mo + e] = vi, p[off + e] = pi;
+    if (s.copy) s.copy[e] = sg_cast_bf16(pi);
 }
 
 /* The work table on the device, uploaded only when it changes: the model's
@@ -259,7 +266,7 @@ extern "C" void op_adamw_multi(real *p, real *m, real *v, const real *g, long ba
         const long mo = q->off - base;
         const long n4 = vec_groups(q->n, {p + q->off, g + q->off, m + mo, v + mo});
         const long nvec = (n4 + THREADS - 1) / THREADS, ntail = (q->n - 4 * n4 + THREADS - 1) / THREADS;
-        w[nw++] = {q->off, n4, q->n, (int)blocks, (int)nvec, q->decay != 0, 0};
+        w[nw++] = {q->off, n4, q->n, (int)blocks, (int)nvec, q->decay != 0, 0, sg_weight_update(p + q->off, q->n)};
         blocks += nvec + ntail;
         if (blocks > 0x7fffffffL) sg_cuda_fail(__FILE__, __LINE__, "op_adamw_multi", "more than 2^31 blocks");
     }

@@ -21,7 +21,10 @@
  * product (w too holds what the forward read), so a weight is cast once
  * per forward-backward instead of twice.  A copy is found by the tensor's
  * address and element count; op_free forgets every copy (an address may
- * come back for another buffer).
+ * come back for another buffer).  The model's own weights (inside the
+ * vector ops.h's op_params promises) are not cast here at all:
+ * weight_copies.cu keeps their bf16 copies from step to step, and AdamW
+ * rewrites them as it updates the weights.
  *
  * Twins.  The ops that produce a matmul's operand write its bf16 copy
  * themselves, in the kernel that writes the fp32 value (cuda_common.h,
@@ -406,11 +409,15 @@ static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
     return k->copy;
 }
 
-/* The forward's bf16 copy of its weight, kept for the backward's dinp
- * product (ops.h: w holds what the forward read, as inp does); always cast
- * here, since an optimizer step may have changed w since the last forward.
- * Not counted in g_skipped, which counts the casts of x and dout. */
+/* The forward's bf16 copy of its weight: a model weight's copy that AdamW
+ * keeps current (weight_copies.cu), else one cast here and kept for the
+ * backward's dinp product (ops.h: w holds what the forward read, as inp
+ * does), since an optimizer step may have changed w since the last
+ * forward.  Not counted in g_skipped, which counts the casts of x and
+ * dout. */
 static const __nv_bfloat16 *keep_weight(const float *w, long n) {
+    const __nv_bfloat16 *c = sg_weight_bf16(w, n, n);
+    if (c) return c;
     Kept *k = kept_slot(w, n);
     if (!k) return NULL;
     cast_into(k->copy, w, n);
@@ -782,7 +789,8 @@ extern "C" void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real
     const __nv_bfloat16 *dy = t ? t->copy : as_bf16(SCRATCH_BF16_A, dout, (long)M * N);
     if (dinp) {
         const Kept *kw = keep_on() ? kept_find(w, (long)N * K) : NULL;
-        const __nv_bfloat16 *wb = kw && kw->read ? kw->copy : as_bf16(SCRATCH_BF16_B, w, (long)N * K);
+        const __nv_bfloat16 *wb = sg_weight_bf16(w, (long)N * K, (long)N * K);
+        if (!wb) wb = kw && kw->read ? kw->copy : as_bf16(SCRATCH_BF16_B, w, (long)N * K);
         gemm(dinp, wb, dy, K, M, N, 0, 0, K, N, K, 0, bf16_output(dinp, (long)M * K));
     }
     if (dw) {

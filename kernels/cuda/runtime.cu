@@ -104,6 +104,7 @@ extern "C" void op_free(void *p) {
     CUDA_CHECK(cudaFree(p));
     /* the address may come back for another buffer */
     sg_matmul_forget();
+    sg_weights_freed(p);
     sg_count_free();
 }
 
@@ -113,6 +114,7 @@ extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
     CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* the host may reuse its buffer at once */
+    op_written(dev, bytes);
 }
 
 /* writes host memory only: not counted (sg_stream_seq) */
@@ -125,10 +127,13 @@ extern "C" void op_download(void *host, const void *dev, size_t bytes) {
 extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
     if (!bytes || dst == src) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
+    op_written(dst, bytes);
 }
 
 extern "C" void op_zero(void *p, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, sg_stream()));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, sg_stream()));
+    op_written(p, bytes);
 }
 
 extern "C" int op_host_memory(void) { return 0; }

@@ -3,7 +3,8 @@
  * (cudaMalloc in emu_runtime.cpp: host memory, 256-byte aligned).  What
  * the tests depend on is kept: op_alloc zeroes, and op_free makes the
  * matmuls forget the bf16 copies their forwards kept (matmul.cu), as an
- * address may come back for another buffer.  Built with the CUDA ops'
+ * address may come back for another buffer, and the writes make the
+ * weight copies they touch stale (weight_copies.cu).  Built with the CUDA ops'
  * names (cuda_op_free, ...) next to the CPU ops' own. */
 #include <string.h>
 
@@ -24,21 +25,27 @@ extern "C" void op_free(void *p) {
     if (!p) return;
     CUDA_CHECK(cudaFree(p));
     sg_matmul_forget();
+    sg_weights_freed(p);
     sg_count_free();
 }
 extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+    op_written(dev, bytes);
 }
 extern "C" void op_download(void *host, const void *dev, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, nullptr)); /* the op stream */
 }
 extern "C" void op_copy(void *dst, const void *src, size_t bytes) {
-    if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
+    if (!bytes || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, sg_stream()));
+    op_written(dst, bytes);
 }
 extern "C" void op_zero(void *p, size_t bytes) {
     if (!bytes) return;
     sg_stream();
     memset(p, 0, bytes);
+    op_written(p, bytes);
 }
 extern "C" int op_host_memory(void) { return 0; }
 extern "C" void op_sync(void) {}

@@ -7,6 +7,8 @@
 #define op_matmul_only_end cpu_op_matmul_only_end
 #define op_bf16_operand cpu_op_bf16_operand
 #define op_attention_operand cpu_op_attention_operand
+#define op_params cpu_op_params
+#define op_written cpu_op_written
 #define op_layernorm_fwd cpu_op_layernorm_fwd
 #define op_residual_layernorm_fwd cpu_op_residual_layernorm_fwd
 #define op_layernorm_bwd cpu_op_layernorm_bwd
