@@ -69,7 +69,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attenti
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
-OPS="layernorm elementwise embed gate classifier matmul weight_copies" # $k.cu: bf16 build
+OPS="layernorm elementwise embed gate classifier matmul weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
 t0=$SECONDS

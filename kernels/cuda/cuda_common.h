@@ -150,6 +150,11 @@ __nv_bfloat16 *sg_weight_update(const float *p, long n);
 void sg_weights_freed(const void *p);
 long sg_weight_reads_served(void);
 long sg_weight_casts(void);
+/* op_upload's copy of host[0, bytes) to dev through a pinned staging
+ * buffer, issued on the stream and not waited for (upload_staging.cu): 1,
+ * or 0 when bytes is too large or no pinned memory could be had, and the
+ * caller copies and waits. */
+int sg_upload_staged(void *dev, const void *host, size_t bytes);
 #ifdef __cplusplus
 }
 #endif

@@ -108,12 +108,16 @@ extern "C" void op_free(void *p) {
     sg_count_free();
 }
 
-/* Host memory here is pageable, so the copies are staged by the driver;
- * ordering on the stream keeps them after the ops that produce the data. */
+/* Small copies through pinned staging, without a wait (upload_staging.cu);
+ * the others from the caller's pageable memory, waited for: the host may
+ * reuse its buffer at once.  Ordering on the stream keeps them after the
+ * ops issued before. */
 extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     if (!bytes) return;
-    CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
-    CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* the host may reuse its buffer at once */
+    if (!sg_upload_staged(dev, host, bytes)) {
+        CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+        CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
+    }
     op_written(dev, bytes);
 }
 

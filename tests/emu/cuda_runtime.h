@@ -76,10 +76,29 @@ template <class T>
 cudaError_t cudaMalloc(T **p, size_t bytes) { /* the runtime header's typed overload */
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/* Pinned host memory (cudaMallocHost), as op_upload's staging uses it
+ * (kernels/cuda/upload_staging.cu).  A copy from pinned memory is
+ * asynchronous on the device: the host may write the buffer again only
+ * once it has seen that copy complete, through an event recorded after it
+ * (cudaEventSynchronize) or a stream synchronisation.  Copies run at once
+ * here, so a host that wrote too early would go unseen; instead a copy
+ * from a pinned buffer whose previous copy was never seen complete stops
+ * the program, since the host must have refilled the buffer in between. */
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+namespace emu {
+void pinned_copy(const void *src, size_t bytes); /* a copy from src issued (checked) */
+unsigned long pinned_copies(void);               /* how many were issued so far */
+void pinned_seen(unsigned long n);               /* the first n are seen complete */
+}  // namespace emu
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    emu::pinned_seen(emu::pinned_copies());
+    return cudaSuccess;
+}
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                                    cudaStream_t = nullptr) {
     if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidValue;
+    emu::pinned_copy(src, bytes);
     if (bytes) memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -111,12 +130,17 @@ extern double device_extra_ms;
 struct emu_timing_event {
     double ms;
     bool recorded;
+    unsigned long copies; /* pinned copies issued before the record (above) */
 };
 typedef emu_timing_event *cudaEvent_t;
+enum { cudaEventDisableTiming = 2 };
 inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
     if (!e) return cudaErrorInvalidValue;
-    *e = new emu_timing_event{0, false};
+    *e = new emu_timing_event{0, false, 0};
     return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    return flags & ~(unsigned)cudaEventDisableTiming ? cudaErrorInvalidValue : cudaEventCreate(e);
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
@@ -127,9 +151,14 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
     const auto now = std::chrono::steady_clock::now().time_since_epoch();
     e->ms = std::chrono::duration<double, std::milli>(now).count() + emu::device_extra_ms;
     e->recorded = true;
+    e->copies = emu::pinned_copies();
     return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidResourceHandle; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    if (e->recorded) emu::pinned_seen(e->copies);
+    return cudaSuccess;
+}
 inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms) return cudaErrorInvalidValue;
     if (!start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;

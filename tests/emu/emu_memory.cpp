@@ -30,7 +30,10 @@ extern "C" void op_free(void *p) {
 }
 extern "C" void op_upload(void *dev, const void *host, size_t bytes) {
     if (!bytes) return;
-    CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+    if (!sg_upload_staged(dev, host, bytes)) {
+        CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, sg_stream()));
+        CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    }
     op_written(dev, bytes);
 }
 extern "C" void op_download(void *host, const void *dev, size_t bytes) {

@@ -177,7 +177,11 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
     if (nt < 1 || nt > 1024) fail("invalid block size");
     if (block.y != 1 || block.z != 1 || nt % 32) fail("emulated: 1-D blocks of whole warps only");
     if (smem > 48 * 1024 && smem > max_smem_attr) fail("dynamic shared memory over 48 KiB without the opt-in attribute");
-    if (smem + static_used > smem_optin)
+    /* the launched dynamic shared memory alone: static __shared__ variables
+     * get their offsets once for the whole process here (static_smem), so
+     * static_used is every kernel's, not this one's; the tile kernels have
+     * none (their tiles are dynamic) */
+    if (smem > smem_optin)
         fail(smem_optin == SMEM_OPTIN_SM120 ? "shared memory over the RTX 5090's (sm_120) 99 KiB per block"
                                             : "shared memory over the H200's 227 KiB per block");
     max_smem_launched = std::max(max_smem_launched, smem);
@@ -235,6 +239,52 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 cudaError_t cudaFree(void *p) {
     free(p);
     return cudaSuccess;
+}
+
+/* Pinned host memory (cuda_runtime.h): each buffer's last copy, numbered
+ * in issue order, and how many copies the host has seen complete. */
+namespace emu {
+struct Pinned {
+    const char *lo, *hi;
+    unsigned long last; /* the number of its last copy; 0 none */
+};
+static std::vector<Pinned> pinned;
+static unsigned long copies_issued, copies_seen;
+static void pinned_fail(const char *what) {
+    fprintf(stderr, "emu cudaMemcpyAsync: %s\n", what);
+    abort();
+}
+void pinned_copy(const void *src, size_t bytes) {
+    const char *p = (const char *)src;
+    for (Pinned &b : pinned)
+        if (p >= b.lo && p < b.hi) {
+            if (p + bytes > b.hi) pinned_fail("a copy from pinned memory runs past its buffer");
+            if (b.last > copies_seen)
+                pinned_fail("a pinned buffer is the source of a copy while its previous copy was never seen "
+                            "complete (cudaEventSynchronize or cudaStreamSynchronize): the host refilled it too "
+                            "early");
+            b.last = ++copies_issued;
+            return;
+        }
+}
+unsigned long pinned_copies(void) { return copies_issued; }
+void pinned_seen(unsigned long n) { copies_seen = std::max(copies_seen, n); }
+}  // namespace emu
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    if (!p) return cudaErrorInvalidValue;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    emu::pinned.push_back({(const char *)*p, (const char *)*p + bytes, 0});
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) {
+    for (size_t i = 0; i < emu::pinned.size(); i++)
+        if (emu::pinned[i].lo == p) {
+            emu::pinned.erase(emu::pinned.begin() + (long)i);
+            free(p);
+            return cudaSuccess;
+        }
+    return cudaErrorInvalidValue;
 }
 
 /* ---- the host side of cuda_common.h ---- */

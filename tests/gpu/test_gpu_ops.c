@@ -1135,6 +1135,45 @@ static void test_twins(void) {
     test_weight_copies(130, 64, 192, 1);
 }
 
+/* op_upload through pinned staging (kernels/cuda/upload_staging.cu): the
+ * host refills one buffer between uploads, as the model refills its token
+ * buffers every micro-batch, and an op reads each upload right after it
+ * (op_add, as the embedding reads the tokens).  Ten small uploads cycle
+ * through the staging buffers twice and more, and two are over the
+ * staging size (copied and waited for).  Every upload, and every sum,
+ * must hold the values the host had when it called op_upload.  (The
+ * emulator also stops the program if a staging buffer is refilled before
+ * its last copy was seen complete.) */
+static void test_uploads(void) {
+    enum { UPLOADS = 12 };
+    const long sizes[UPLOADS] = {7, 8192, 300000, 1, 262144, 1000, 262145, 5, 4096, 77, 100000, 33};
+    real *host = malloc(sizeof(real) * 300000), *ones = malloc(sizeof(real) * 300000);
+    for (long i = 0; i < 300000; i++) ones[i] = 1;
+    real *one_d = dev_of(ones, 300000), *dev[UPLOADS], *sum[UPLOADS];
+    for (int u = 0; u < UPLOADS; u++) {
+        for (long i = 0; i < sizes[u]; i++) host[i] = (real)(1000 * u + i % 997);
+        dev[u] = gpu_ops.alloc(sizeof(real) * (size_t)sizes[u]);
+        sum[u] = gpu_ops.alloc(sizeof(real) * (size_t)sizes[u]);
+        gpu_ops.upload(dev[u], host, sizeof(real) * (size_t)sizes[u]);
+        gpu_ops.add(sum[u], dev[u], one_d, sizes[u]);
+        for (long i = 0; i < sizes[u]; i++) host[i] = -1; /* reused at once */
+    }
+    for (int u = 0; u < UPLOADS; u++) {
+        real *got = back(dev[u], sizes[u]), *s = back(sum[u], sizes[u]);
+        long bad = 0, bad_sum = 0;
+        for (long i = 0; i < sizes[u]; i++) {
+            bad += got[i] != (real)(1000 * u + i % 997);
+            bad_sum += s[i] != (real)(1000 * u + i % 997) + 1;
+        }
+        CHECK(!bad && !bad_sum, "upload %d (%ld elements): %ld values not the host's at the call, %ld sums wrong", u,
+              sizes[u], bad, bad_sum);
+        free(got), free(s);
+        gpu_ops.free(dev[u]), gpu_ops.free(sum[u]);
+    }
+    gpu_ops.free(one_d);
+    free(host), free(ones);
+}
+
 static void test_layernorm(int N, int C, int bias) {
     real *x = host_rand((long)N * C, 2), *w = host_rand(C, 1), *b = bias ? host_rand(C, 1) : NULL;
     real *dy = host_rand((long)N * C, 1), *y = calloc((size_t)N * C, sizeof *y), *mu = calloc(N, sizeof *mu),
@@ -1744,6 +1783,7 @@ int main(int argc, char **argv) {
         test_tuning();
         return check_finish();
     }
+    test_uploads();
     test_matmul(64, 32, 96);
     test_matmul(130, 64, 192);
     test_matmul(512, 384, 1152);
