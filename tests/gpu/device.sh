@@ -21,15 +21,21 @@
 # compute-sanitizer.
 # Logs and the benchmark's files come back under $OUT as test-gpu.log,
 # sanitize.log with sanitize/NAME.log for every case, bench-gpu.log and
-# bench-gpu.tgz.  DEVICE_AB="VAR=value" adds a 124M run of bench_gpu with
-# that setting, for a comparison within the same run (several: separated by
-# ';'); by default SG_ATTN=mma, the attention tiles that have not yet been
-# timed in whole training steps, that again without the matmuls' bf16
-# copies and twins (SG_MATMUL_KEEP=0), with the matmuls' algorithms
-# tuned (SG_MATMUL_TUNE=1), and with the tensors autocast stores in bf16
-# (op_bf16_operand) stored in fp32 instead (SG_BF16_OPERANDS=0).  Each under
-# AB_LIMIT_S (35 s; one took about 25 s on the H200).  DEVICE_AB= turns it
-# off.
+# bench-gpu.tgz.
+#
+# A/B runs, before the benchmarks: 124M steps of bench_gpu (baseline and
+# combo2) with the defaults and then with each setting of DEVICE_AB
+# ("VAR=value ...", several separated by ';'), each under AB_LIMIT_S (35 s;
+# one took about 25 s on the H200).  By default: SG_ATTN=mma, the attention
+# tiles that have not yet been timed in whole training steps; that again
+# without the matmuls' bf16 copies and twins (SG_MATMUL_KEEP=0); with the
+# matmuls' algorithms tuned (SG_MATMUL_TUNE=1); and with the tensors
+# autocast stores in bf16 (op_bf16_operand) stored in fp32 instead
+# (SG_BF16_OPERANDS=0).  If test-gpu passed, the benchmarks then run under
+# the fastest of them (tests/gpu/ab_choose.py: baseline's and combo2's
+# tokens/s added), so that one call measures the goals with the best
+# settings there are; otherwise, and when DEVICE_AB_PICK=0, under the
+# defaults.  The choice is in $OUT/ab-choice.txt.  DEVICE_AB= runs none.
 #
 # --pack fetches the sanitizer with pip (nvidia-cuda-sanitizer-api, version
 # SANITIZER_WHEEL_VERSION, default 13.5.25), or takes the wheel
@@ -43,11 +49,11 @@
 #
 # Time: one call may run 600 s.  The defaults keep to 590 s: test-gpu at
 # most TEST_GPU_LIMIT_S=140 s (27 s on the H200), the sanitizer
-# SANITIZE_BUDGET_S=80 s (with 30 s of grace), four 35 s A/B runs, and the
+# SANITIZE_BUDGET_S=80 s (with 30 s of grace), five 35 s A/B runs, and the
 # benchmarks whatever of DEVICE_LIMIT_S=590 s those leave, less 20 s, and
-# at least 190 s (BENCH_GPU_BUDGET_S fixes it instead): with their limits
-# used up in full that is 190 s and 580 s in all; with test-gpu taking the
-# 27 s it took, the benchmarks get about 300 s.
+# at least 160 s (BENCH_GPU_BUDGET_S fixes it instead): with every limit
+# used up in full that is 160 s and 585 s in all; with test-gpu taking the
+# 27 s it took and the A/B runs 25 s each, the benchmarks get about 300 s.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -118,7 +124,8 @@ missing=$(for b in "$B/sgtrain" "$B/cuda/sgtrain" "$B/cuda/test_gpu_ops" "$B/cud
 [ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
 t0=$SECONDS
 timeout "${TEST_GPU_LIMIT_S:-140}" bash tests/gpu/run.sh "$B" >"$OUT/test-gpu.log" 2>&1
-echo "test-gpu: exit $? in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/test-gpu.log")"
+test_rc=$?
+echo "test-gpu: exit $test_rc in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/test-gpu.log")"
 grep -E "FAIL|trajectory|passed" "$OUT/test-gpu.log" | head -n 40
 # compute-sanitizer (tests/gpu/sanitize.sh): the carried wheel, unpacked where
 # the machine has none of its own; zipfile keeps no file modes
@@ -136,33 +143,54 @@ SB=${SANITIZE_BUDGET_S:-80}
 OUT=$OUT SANITIZE_BUDGET_S=$SB timeout $((SB + 30)) bash tests/gpu/sanitize.sh "$B" >"$OUT/sanitize.log" 2>&1
 echo "sanitize: exit $? in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/sanitize.log")"
 grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.log"
-# the same 124M steps with switches flipped after the benchmarks: settings
-# separated by ';', each one or more VAR=value (e.g. "SG_ATTN=mma;SG_ATTN=mma
-# SG_MATMUL_KEEP=0")
+# The A/B runs (the comment at the top): the defaults first, then each
+# setting of DEVICE_AB, separated by ';', each one or more VAR=value (e.g.
+# "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0").
 DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
 IFS=';' read -ra all_settings <<<"$DEVICE_AB"
 settings=()
 for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done
-n_ab=${#settings[@]}
-# The benchmarks get what the tests and the sanitizer left of DEVICE_LIMIT_S
-# (590 s: one device call runs at most 600), less the A/B runs' limits and
-# 20 s for packing up, and at least 190 s; BENCH_GPU_BUDGET_S overrides it.
-bench_budget=$((${DEVICE_LIMIT_S:-590} - SECONDS - n_ab * ${AB_LIMIT_S:-35} - 20))
-[ "$bench_budget" -ge 190 ] || bench_budget=190
-bench_budget=${BENCH_GPU_BUDGET_S:-$bench_budget}
-echo "bench-gpu: a budget of $bench_budget s ($SECONDS s used so far, $n_ab A/B runs to come)"
-t0=$SECONDS
-OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=$bench_budget bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
-echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
+[ ${#settings[@]} -eq 0 ] || settings=("" "${settings[@]}")
+mkdir -p /tmp/bench-gpu
+runs=()
 n=0
 for setting in "${settings[@]}"; do
     n=$((n + 1))
     # shellcheck disable=SC2086
     env $setting timeout "${AB_LIMIT_S:-35}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
         >/tmp/bench-gpu/ab$n.txt 2>&1
-    echo "with $setting:"
+    echo "with ${setting:-the defaults}:"
     grep -A1 "^124M" /tmp/bench-gpu/ab$n.txt
     grep "^sg matmul tune: [0-9]" /tmp/bench-gpu/ab$n.txt
+    runs+=("$setting=/tmp/bench-gpu/ab$n.txt")
 done
+# The settings the benchmarks run under: the fastest A/B run's, if test-gpu
+# passed (its checks cover every one of them: tests/gpu/run.sh).
+best=
+if [ ${#runs[@]} -gt 0 ]; then
+    if [ "$test_rc" -ne 0 ]; then
+        echo "A/B: test-gpu failed (exit $test_rc): the benchmarks run under the defaults" | tee "$OUT/ab-choice.txt"
+    elif [ "${DEVICE_AB_PICK:-1}" = 0 ]; then
+        echo "A/B: DEVICE_AB_PICK=0: the benchmarks run under the defaults" | tee "$OUT/ab-choice.txt"
+    elif best=$(python3 tests/gpu/ab_choose.py 124M "${runs[@]}" 2>"$OUT/ab-choice.txt"); then
+        cat "$OUT/ab-choice.txt"
+        echo "A/B: the benchmarks run under the fastest: ${best:-the defaults}" | tee -a "$OUT/ab-choice.txt"
+    else
+        best=
+        cat "$OUT/ab-choice.txt"
+        echo "A/B: no run gave both arms: the benchmarks run under the defaults" | tee -a "$OUT/ab-choice.txt"
+    fi
+fi
+# The benchmarks get what the rest left of DEVICE_LIMIT_S (590 s: one
+# device call runs at most 600), less 20 s for packing up, and at least
+# 160 s; BENCH_GPU_BUDGET_S overrides it.
+bench_budget=$((${DEVICE_LIMIT_S:-590} - SECONDS - 20))
+[ "$bench_budget" -ge 160 ] || bench_budget=160
+bench_budget=${BENCH_GPU_BUDGET_S:-$bench_budget}
+echo "bench-gpu: a budget of $bench_budget s ($SECONDS s used so far), under ${best:-the defaults}"
+t0=$SECONDS
+# shellcheck disable=SC2086
+env $best OUT=/tmp/bench-gpu BENCH_GPU_BUDGET_S=$bench_budget bash tests/gpu/bench.sh "$B" >"$OUT/bench-gpu.log" 2>&1
+echo "bench-gpu: exit $? in $((SECONDS - t0)) s"
 tar czf "$OUT/bench-gpu.tgz" -C /tmp bench-gpu
 tail -n 30 "$OUT/bench-gpu.log"
