@@ -136,6 +136,9 @@ void sg_matmul_set_tune(int on);
  * (classifier.cu), and, for tests, a fixed chunk (0: the rule). */
 int sg_classifier_chunk_rows(int N, int Vp);
 void sg_classifier_set_chunk(int rows);
+/* dst[0, n) = sg_cast_bf16(src[0, n)), issued on the stream: the matmuls'
+ * operand cast (matmul.cu), four elements a thread where aligned. */
+void sg_cast_into(__nv_bfloat16 *dst, const float *src, long n);
 /* bf16 copies of the weights, kept across forwards (weight_copies.cu).
  * sg_weight_bf16: the copy of w[0, n), current (cast now if it was stale),
  * zero in [n, n_out); NULL when w is not inside the vector promised with

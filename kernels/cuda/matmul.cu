@@ -132,7 +132,7 @@ __global__ void to_bf16x4_k(__nv_bfloat16 *dst, const float *src, long n4) {
     if (i < n4) sg_st_bf16x4(dst + 4 * i, sg_ld4(src + 4 * i));
 }
 
-static void cast_into(__nv_bfloat16 *dst, const float *src, long n) {
+extern "C" void sg_cast_into(__nv_bfloat16 *dst, const float *src, long n) {
     /* dst is a kept slot or a scratch buffer, both from cudaMalloc */
     const long n4 = ((uintptr_t)src & 15) || ((uintptr_t)dst & 7) ? 0 : n / 4, k = 4 * n4;
     if (n4) {
@@ -147,7 +147,7 @@ static void cast_into(__nv_bfloat16 *dst, const float *src, long n) {
 
 static __nv_bfloat16 *as_bf16(int slot, const float *src, long n) {
     __nv_bfloat16 *dst = (__nv_bfloat16 *)sg_scratch(slot, (size_t)n * sizeof *dst);
-    cast_into(dst, src, n);
+    sg_cast_into(dst, src, n);
     return dst;
 }
 
@@ -403,7 +403,7 @@ static const __nv_bfloat16 *keep_bf16(const float *src, long n) {
         need_fp32(src, n, "a forward's x");
         k = kept_slot(src, n);
         if (!k) return NULL;
-        cast_into(k->copy, src, n);
+        sg_cast_into(k->copy, src, n);
     }
     k->read = 1;
     return k->copy;
@@ -420,7 +420,7 @@ static const __nv_bfloat16 *keep_weight(const float *w, long n) {
     if (c) return c;
     Kept *k = kept_slot(w, n);
     if (!k) return NULL;
-    cast_into(k->copy, w, n);
+    sg_cast_into(k->copy, w, n);
     k->read = 1;
     return k->copy;
 }

@@ -33,7 +33,6 @@
  * (matmul.cu): every weight is cast in every forward, bitwise the same.
  * SG_MATMUL_STATS=1 prints at exit how many weight reads a copy served and
  * how many casts the copies needed. */
-#include <stdint.h>
 #include <string.h>
 
 #include "cuda_common.h"
@@ -135,15 +134,6 @@ static WeightCopy *slot(const float *w, long n, long n_out) {
     return c;
 }
 
-__global__ void weight_cast_k(__nv_bfloat16 *dst, const float *src, long n) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = sg_cast_bf16(src[i]);
-}
-__global__ void weight_cast4_k(__nv_bfloat16 *dst, const float *src, long n4) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n4) sg_st_bf16x4(dst + 4 * i, sg_ld4(src + 4 * i));
-}
-
 extern "C" const __nv_bfloat16 *sg_weight_bf16(const float *w, long n, long n_out) {
     if (!sg_keep_copies() || !inside(w, n) || n_out < n) return NULL;
     WeightCopy *c = slot(w, n, n_out);
@@ -152,16 +142,7 @@ extern "C" const __nv_bfloat16 *sg_weight_bf16(const float *w, long n, long n_ou
         g_served++;
         return c->copy;
     }
-    enum { THREADS = 256 };
-    const long n4 = ((uintptr_t)w & 15) ? 0 : n / 4, k = 4 * n4; /* the copy is cudaMalloc's: aligned */
-    if (n4) {
-        weight_cast4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(c->copy, w, n4);
-        CUDA_LAUNCHED();
-    }
-    if (k < n) {
-        weight_cast_k<<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(c->copy + k, w + k, n - k);
-        CUDA_LAUNCHED();
-    }
+    sg_cast_into(c->copy, w, n);
     g_cast++;
     c->current = 1;
     return c->copy;
