@@ -8,7 +8,8 @@
 #     (sgtrain grads + tests/gpu/compare_grads.py);
 #  3. a 50-step loss trajectory of four arms against the CPU (each step's
 #     loss within 2% relative: bf16 matmuls versus fp32);
-#  4. determinism of training: two CUDA runs give the same parameters bit for bit;
+#  4. determinism of training: two CUDA runs give the same parameters bit for
+#     bit, and so does a run without the kept bf16 copies (SG_MATMUL_KEEP=0);
 #  (2-4 also with the register-resident attention tiles, SG_ATTN=mma; 2
 #  also with dQ from the stored dS, SG_ATTN_DQ=stored; and under SG_ATTN=mma,
 #  the gradients with SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise
@@ -103,6 +104,14 @@ SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-mma-combo2-again" 2>/dev
 crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]+)".*/\1/p' "$1/result.json"; }
 check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 give bitwise equal parameters"
 check '[ -n "$(crc $W/gpu-mma-combo2)" ] && [ "$(crc $W/gpu-mma-combo2)" = "$(crc $W/gpu-mma-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=mma give bitwise equal parameters"
+# the matmuls' kept bf16 copies, the producers' twins and the weights' copies
+# that AdamW keeps (kernels/cuda/matmul.cu, weight_copies.cu) hold the bits
+# of the casts they replace: without them (SG_MATMUL_KEEP=0), the same
+# parameters, over steps (AdamW) and micro-batches
+SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --grad_accum 2 --out "$W/gpu-mma-combo2-acc" 2>/dev/null
+SG_ATTN=mma SG_MATMUL_KEEP=0 "$CB/sgtrain" $T --arm combo2 --grad_accum 2 --out "$W/gpu-mma-combo2-nokeep" 2>/dev/null
+check '[ -n "$(crc $W/gpu-mma-combo2-acc)" ] && [ "$(crc $W/gpu-mma-combo2-acc)" = "$(crc $W/gpu-mma-combo2-nokeep)" ]' \
+    "combo2 with SG_ATTN=mma, 2 micro-batches a step: SG_MATMUL_KEEP=0 gives bitwise the parameters of the kept copies ($(crc $W/gpu-mma-combo2-acc) $(crc $W/gpu-mma-combo2-nokeep))"
 
 AN="--batches 2 --batch-size 4 --quiet"
 for arm in baseline sinklogit normgate combo2; do
