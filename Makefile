@@ -181,13 +181,21 @@ bench: all $(BENCHES)
 # --- CUDA backend: make cuda -> build/cuda/sgtrain --------------------------
 # The same host code (src/) over the CUDA ops (kernels/cuda/); needs only the
 # toolkit (nvcc, cudart, cuBLASLt) to build, no GPU and no driver library.
-# CUDA_ARCHS: A100 (80), H100/H200 (90), RTX 5090 (120).
+# CUDA_ARCHS: A100 (80), H100/H200 (90), RTX 5090 (120), as SASS.
+# CUDA_PTX: the virtual architecture whose PTX goes beside them, so that a
+# GPU none of those runs (a B200, sm_100: SASS runs only within its major
+# version) compiles the kernels as it loads them instead of stopping with
+# "no kernel image": 80, which every GPU from sm_80 on takes (the kernels
+# use nothing later: cp.async, ldmatrix, mma.sync).  Empty: no PTX.
+comma      := ,
 NVCC       ?= nvcc
 CUDA_ARCHS ?= 80 90 120
+CUDA_PTX   ?= 80
 CUDA_HOME  ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
 CB         := $(B)/cuda
 NVCCFLAGS  := -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels -Ikernels/cuda -Isrc \
-              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+              $(if $(CUDA_PTX),-gencode arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
 CUDA_CFLAGS := $(CSTD) $(OPT) $(WARN) -fopenmp -MMD -MP -Isrc -Ikernels -DSG_BLAS_NAME=\"cublasLt\" $(MPI_CFLAGS) \
               $(shell $(PKG_CONFIG) --cflags yaml-0.1 json-c zlib libpcre2-8 libcrypto)
 
@@ -233,7 +241,7 @@ $(CB)/c/src/dist_nccl.o: CUDA_CFLAGS += -isystem $(CUDA_HOME)/include
 # CUDA_ARCHS recompiles it (as the BLAS stamp does for the CPU objects).
 empty :=
 space := $(empty) $(empty)
-ARCH_STAMP := $(CB)/.archs-$(subst $(space),-,$(strip $(CUDA_ARCHS)))
+ARCH_STAMP := $(CB)/.archs-$(subst $(space),-,$(strip $(CUDA_ARCHS)))-ptx$(strip $(CUDA_PTX))
 $(ARCH_STAMP):
 	@mkdir -p $(CB); rm -f $(CB)/.archs-*; touch $@
 $(CB)/cu/%.o: %.cu kernels/cuda/cuda_common.h kernels/ops.h $(ARCH_STAMP)

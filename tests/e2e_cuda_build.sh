@@ -23,6 +23,7 @@ CB=$B/cuda
 for f in sgtrain test_gpu_ops; do check "[ -x $CB/$f ]" "$CB/$f built"; done
 archs=$(python3 tests/gpu/fatbin_archs.py "$CB/sgtrain")
 check '[[ "$archs" == *"elf sm_80"* && "$archs" == *"elf sm_90"* && "$archs" == *"elf sm_120"* ]]' "device code (ELF) for sm_80, sm_90 and sm_120 (found: $archs)"
+check '[[ "$archs" == *"ptx sm_80"* ]]' "PTX for compute_80 beside it, for GPUs of other major versions (a B200) to compile at load (found: $archs)"
 check '! ldd "$CB/sgtrain" | grep -qE "libcuda\.so|libnvidia-ml"' "no driver library is linked (libcuda is loaded at run time by cudart)"
 check '! ldd "$B/sgtrain" | grep -qiE "cuda|cublas"' "the CPU build has no CUDA dependency"
 check '"$CB/sgtrain" tiers | grep -q "^124M"' "the CUDA build runs its GPU-free commands"
