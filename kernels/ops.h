@@ -75,6 +75,19 @@ void op_bf16_operand(const real *buf, long n);
  * autocast's).  Its bytes are then the backend's, as op_bf16_operand's.
  * The CPU backend ignores the promise. */
 void op_attention_operand(const real *buf, long n);
+/* The reals a tensor of n elements needs in memory if it will be promised
+ * as kind (op_matmul_only: OP_PROMISE_MATMULS, op_bf16_operand:
+ * OP_PROMISE_BF16, op_attention_operand: OP_PROMISE_ATTENTION): n where
+ * the backend stores its real values (the CPU; a GPU that will not take
+ * the promise), (n + 1) / 2 where it keeps only its bf16 values, in the
+ * tensor's own bytes.  A tensor laid out in fewer than n reals must be
+ * promised before anything writes it, and must not be written or read but
+ * as the promise says until it is laid out again: its promise may not end
+ * while it is in use (op_matmul_only_end before a new layout).  A pointer
+ * into it that an op is handed (k = qkv + C) must lie within those reals:
+ * past them it would point into the next tensor. */
+enum { OP_PROMISE_MATMULS, OP_PROMISE_BF16, OP_PROMISE_ATTENTION };
+long op_promised_len(int kind, long n);
 /* Ends every promise (of either kind) on a tensor inside base[0, bytes); a
  * buffer's owner calls it before it frees the buffer or lays other tensors
  * over it.  Until a promised tensor is written again, its values are
@@ -292,6 +305,11 @@ void op_sync(void);
 int op_host_memory(void);
 /* "cpu" or "cuda (device name)" */
 const char *op_backend(void);
+/* Device memory the backend's buffers hold now, and the most they held at
+ * once since the program started, in bytes: op_alloc's and the backend's
+ * own (scratch, copies).  0 on a backend whose buffers are host memory. */
+size_t op_memory_now(void);
+size_t op_memory_peak(void);
 
 #ifdef __cplusplus
 }

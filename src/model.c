@@ -308,38 +308,52 @@ typedef struct {
     long used;
 } Carver;
 
+/* Every activation starts 256 bytes aligned: a tensor's bf16 twin may
+ * live in its own first bytes (ops.h, op_promised_len) and be a matmul's
+ * operand there, and cuBLASLt's fastest kernels want 256-byte operands
+ * (kernels/cuda/matmul.cu asks for them). */
+#define ACT_ALIGN_ELEMS 64
+
 static real *carve(Carver *c, long n) {
     real *p = c->base ? c->base + c->used : NULL;
-    c->used += round_up(n, ALIGN_ELEMS);
+    c->used += round_up(n, ACT_ALIGN_ELEMS);
     return p;
 }
 
-static long layout_acts(Model *m, int B, real *base) {
+/* A promised tensor's reals (ops.h, op_promised_len): all n on the CPU, and
+ * on a GPU that keeps only the bf16 values of a tensor promised as a bf16
+ * or attention operand, half.  qkv_on: each layer's qkv and vg are
+ * promised (promise_acts), as they are while no analysis hook runs. */
+static long layout_acts(Model *m, int B, real *base, int qkv_on) {
     Carver cv = {base, 0};
     const Arm *arm = m->arm;
     long C = m->C, N = (long)B * m->Tp, NT = (long)B * m->T, BHT = (long)B * m->H * m->Tp;
+    const long att_qkv = qkv_on ? op_promised_len(OP_PROMISE_ATTENTION, N * 3 * C) : N * 3 * C;
+    const long att_vg = qkv_on ? op_promised_len(OP_PROMISE_ATTENTION, N * C) : N * C;
+    const long mm_c = op_promised_len(OP_PROMISE_MATMULS, N * C), mm_4c = op_promised_len(OP_PROMISE_MATMULS, N * 4 * C);
+    const long bf_c = op_promised_len(OP_PROMISE_BF16, N * C), bf_4c = op_promised_len(OP_PROMISE_BF16, N * 4 * C);
     Acts *a = &m->a;
     a->x0 = carve(&cv, N * C);
     for (int l = 0; l < m->L; l++) {
         LayerActs *la = &a->layer[l];
         memset(la, 0, sizeof *la);
-        la->ln1 = carve(&cv, N * C);
+        la->ln1 = carve(&cv, mm_c);
         la->ln1_mean = carve(&cv, N);
         la->ln1_rstd = carve(&cv, N);
-        la->qkv = carve(&cv, N * 3 * C);
+        la->qkv = carve(&cv, att_qkv);
         if (arm->filter != FILTER_NONE) {
             la->gate = carve(&cv, BHT);
-            if (arm->slot == FSLOT_VALUE) la->vg = carve(&cv, N * C);
+            if (arm->slot == FSLOT_VALUE) la->vg = carve(&cv, att_vg);
             else la->logbias = carve(&cv, BHT);
         }
         la->atty = carve(&cv, N * C);
         la->lse = carve(&cv, BHT);
         la->res1 = carve(&cv, N * C);
-        la->ln2 = carve(&cv, N * C);
+        la->ln2 = carve(&cv, mm_c);
         la->ln2_mean = carve(&cv, N);
         la->ln2_rstd = carve(&cv, N);
-        la->fch = carve(&cv, N * 4 * C);
-        la->fch_gelu = carve(&cv, N * 4 * C);
+        la->fch = carve(&cv, bf_4c);
+        la->fch_gelu = carve(&cv, mm_4c);
         la->res2 = carve(&cv, N * C);
     }
     a->xf = arm_has_sink_token(arm) ? carve(&cv, NT * C) : NULL;
@@ -348,13 +362,16 @@ static long layout_acts(Model *m, int B, real *base) {
     a->lnf_rstd = carve(&cv, NT);
     a->losses = carve(&cv, NT);
     a->dres = carve(&cv, N * C);
-    a->dln = carve(&cv, N * C);
+    a->dln = carve(&cv, bf_c);
+    /* all its reals: under the wmma tiles the attention's backward stores
+     * its fp32 (its twin-only promise then keeps the twin in place, as the
+     * mma tiles write it, but saves no memory) */
     a->dqkv = carve(&cv, N * 3 * C);
     a->dvg = carve(&cv, N * C);
     a->dlogbias = carve(&cv, BHT);
-    a->datty = carve(&cv, N * C);
-    a->dfch = carve(&cv, N * 4 * C);
-    a->dfch_gelu = carve(&cv, N * 4 * C);
+    a->datty = carve(&cv, op_promised_len(OP_PROMISE_ATTENTION, N * C));
+    a->dfch = carve(&cv, mm_4c);
+    a->dfch_gelu = carve(&cv, bf_4c);
     a->dxf = arm_has_sink_token(arm) ? carve(&cv, NT * C) : NULL;
     a->dlnf = carve(&cv, NT * C);
     return cv.used;
@@ -376,74 +393,68 @@ static long layout_acts(Model *m, int B, real *base) {
  * the attention projection's dinp, read by the attention's backward alone;
  * each layer's qkv, read by its attention and gate alone; and the value
  * gate's vg, read by the attention alone; the GPU may store them in bf16
- * too.  qkv and vg not while the analyses' hooks run: they read them, and
- * one writes qkv (promise_qkv). */
-static void promise_qkv(Model *m, int B, int on) {
-    if (on == m->qkv_promised) return;
-    long N = (long)B * m->Tp, n = N * 3 * m->C;
-    for (int l = 0; l < m->L; l++) {
-        const LayerActs *la = &m->a.layer[l];
-        if (on) op_attention_operand(la->qkv, n);
-        else op_matmul_only_end(la->qkv, sizeof(real) * (size_t)n);
-        if (!la->vg) continue;
-        if (on) op_attention_operand(la->vg, N * m->C);
-        else op_matmul_only_end(la->vg, sizeof(real) * (size_t)(N * m->C));
-    }
-    m->qkv_promised = on;
-}
-
-static void promise_acts(Model *m, int B) {
+ * too.  qkv and vg not while the analyses' hooks run (qkv_on 0): they read
+ * them, and one writes qkv.  Every promise is made right after the layout,
+ * before anything writes the tensors, as a tensor laid out for its bf16
+ * alone needs (op_promised_len). */
+static void promise_acts(Model *m, int B, int qkv_on) {
     long C = m->C, N = (long)B * m->Tp;
     for (int l = 0; l < m->L; l++) {
         const LayerActs *la = &m->a.layer[l];
         op_matmul_only(la->ln1, N * C);
         op_matmul_only(la->ln2, N * C);
         op_matmul_only(la->fch_gelu, N * 4 * C);
+        op_bf16_operand(la->fch, N * 4 * C);
+        if (!qkv_on) continue;
+        op_attention_operand(la->qkv, N * 3 * C);
+        if (la->vg) op_attention_operand(la->vg, N * C);
     }
     op_matmul_only(m->a.dfch, N * 4 * C);
-    for (int l = 0; l < m->L; l++) op_bf16_operand(m->a.layer[l].fch, N * 4 * C);
     op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
     op_bf16_operand(m->a.dln, N * C);
     if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
     op_attention_operand(m->a.datty, N * C);
-    m->qkv_promised = 0;
-    promise_qkv(m, B, m->hooks == NULL);
+    m->qkv_promised = qkv_on;
 }
 
 static void release_acts(Model *m) {
     if (m->act_mem) op_matmul_only_end(m->act_mem, sizeof(real) * (size_t)m->act_n);
-    m->qkv_promised = 0;
 }
 
+/* The activations of a micro-batch of B, laid out for the hooks' state:
+ * with hooks (or a single row), qkv and vg are not promised and take all
+ * their reals.  A
+ * layout that fits the buffer is made in it; a larger one gets a new
+ * buffer.  Each new layout ends every promise of the old one first. */
 static void ensure_acts(Model *m, int B) {
-    if (m->act_mem && B <= m->B) {
-        if (B != m->B) {
-            release_acts(m);
-            layout_acts(m, B, m->act_mem);
-            promise_acts(m, B);
-            m->B = B;
-        }
-        return;
-    }
-    release_acts(m);
-    op_free(m->act_mem);
-    free(m->a.layer);
-    op_free(m->inputs);
-    op_free(m->targets);
-    m->a.layer = calloc((size_t)m->L, sizeof(LayerActs));
-    long n = layout_acts(m, B, NULL);
-    m->act_mem = alloc_zero(n);
-    m->act_n = n;
-    m->inputs = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
-    m->targets = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
-    if (!m->a.layer || !m->act_mem || !m->inputs || !m->targets) {
-        fprintf(stderr, "sgtrain: out of memory for the activations of a micro-batch of %d "
-                        "(%.1f GB); lower micro_batch and raise grad_accum\n",
-                B, (double)n * sizeof(real) / 1e9);
+    /* k = qkv + C and v = qkv + 2C must lie within qkv's reals (ops.h),
+     * which a single row (B T = 1) laid out compact would not give */
+    const long N = (long)B * m->Tp;
+    const int qkv_on = m->hooks == NULL && op_promised_len(OP_PROMISE_ATTENTION, N * 3 * m->C) > 2L * m->C;
+    if (m->act_mem && B == m->B && qkv_on == m->qkv_promised) return;
+    if (!m->a.layer && !(m->a.layer = calloc((size_t)m->L, sizeof(LayerActs)))) {
+        fprintf(stderr, "sgtrain: out of memory\n");
         exit(1);
     }
-    layout_acts(m, B, m->act_mem);
-    promise_acts(m, B);
+    const long n = layout_acts(m, B, NULL, qkv_on);
+    release_acts(m);
+    if (!m->act_mem || n > m->act_n) {
+        op_free(m->act_mem);
+        op_free(m->inputs);
+        op_free(m->targets);
+        m->act_mem = alloc_zero(n);
+        m->act_n = n;
+        m->inputs = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
+        m->targets = op_alloc(sizeof(int32_t) * (size_t)B * m->T);
+        if (!m->act_mem || !m->inputs || !m->targets) {
+            fprintf(stderr, "sgtrain: out of memory for the activations of a micro-batch of %d "
+                            "(%.1f GB); lower micro_batch and raise grad_accum\n",
+                    B, (double)n * sizeof(real) / 1e9);
+            exit(1);
+        }
+    }
+    layout_acts(m, B, m->act_mem, qkv_on);
+    promise_acts(m, B, qkv_on);
     m->B = B;
 }
 
@@ -484,7 +495,6 @@ static double attn_flops(const Model *m, int B, int mats) {
 static void forward_trunk(Model *m, const int32_t *inputs, int B) {
     ensure_acts(m, B);
     const ForwardHooks *hk = m->hooks;
-    promise_qkv(m, B, hk == NULL);
     op_upload(m->inputs, inputs, sizeof(int32_t) * (size_t)B * m->T);
     int C = m->C, N = B * m->Tp;
     Acts *a = &m->a;

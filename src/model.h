@@ -129,13 +129,13 @@ typedef struct Model {
      * h_params has n_params elements, h_adam_m and h_adam_v opt_len. */
     real *h_params, *h_adam_m, *h_adam_v;
     ModelTensors p, g;    /* named views of params and grads */
-    int B;                /* micro-batch the activations are sized for */
+    int B;                /* micro-batch the activations are laid out for */
     Acts a;
     real *act_mem;
     long act_n; /* elements in act_mem */
     int32_t *inputs, *targets; /* [B*T] copies of the current batch */
     const ForwardHooks *hooks; /* NULL outside the analyses */
-    int qkv_promised;     /* each layer's qkv promised as an attention operand (model.c) */
+    int qkv_promised;     /* the layout promises each layer's qkv and vg as attention operands (model.c) */
     const GradHook *grad_hook; /* NULL unless the gradient sum overlaps the backward */
 } Model;
 

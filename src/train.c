@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -248,6 +249,14 @@ static uint32_t params_crc(Model *m) {
     return (uint32_t)crc;
 }
 
+/* ", device memory peak X GiB" where the buffers are device memory */
+static const char *device_memory_note(void) {
+    static char note[64];
+    note[0] = 0;
+    if (op_memory_peak()) snprintf(note, sizeof note, ", device memory peak %.2f GiB", op_memory_peak() / 1073741824.0);
+    return note;
+}
+
 static int write_result(Run *r, long steps, double val_loss, double wall, double tok_s) {
     const Config *c = r->c;
     char *buf = NULL;
@@ -266,6 +275,13 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
     fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
     fprintf(f, "  \"ranks\": %d,\n", dist()->size);
+    /* rank 0's: the device's buffers at their most (0 on the CPU, whose
+     * buffers are host memory), the activations' share of them, and the
+     * process's peak resident size (what a Slurm --mem must cover) */
+    struct rusage ru;
+    const long rss = getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss * 1024L;
+    fprintf(f, "  \"memory\": {\"device_peak_bytes\": %zu, \"activation_bytes\": %zu, \"host_peak_rss_bytes\": %ld},\n",
+            op_memory_peak(), sizeof(real) * (size_t)r->m.act_n, rss);
     fprintf(f, "  \"backend\": \"%s\",\n  \"blas\": \"%s\",\n  \"threads\": %d,\n", op_backend(), SG_BLAS_NAME,
             op_threads());
     fprintf(f, "  \"config\": ");
@@ -437,8 +453,8 @@ static int run_loop(Run *r, long start) {
             status = TRAIN_FAILED;
         } else {
             if (dist_root())
-                fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs\n",
-                    c->tier, c->arm, c->seed, val, c->val_batches_final, tok_s, wall);
+                fprintf(stderr, "done: %s %s seed %ld: final val_loss %.4f (%d batches), %.0f tok/s, %.1fs%s\n",
+                    c->tier, c->arm, c->seed, val, c->val_batches_final, tok_s, wall, device_memory_note());
         }
     }
     (void)last_val;

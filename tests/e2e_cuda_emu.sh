@@ -63,9 +63,9 @@ RENAME=()
 for op in fwd bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
-for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
+for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand promised_len params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
     embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
-    host_memory sync backend; do
+    host_memory sync backend memory_now memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
@@ -108,6 +108,11 @@ for mode in bf16 fp32; do
     done
 done
 bg g++ "$W/ops/emu_memory.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/emu_memory.deps" "$E/emu_memory.cpp"
+# every buffer the kernels take goes through its accounting: every test links it
+python3 "$E/cu2cpp.py" kernels/cuda/device_memory.cu "$W/gen/device_memory.cpp" 2>>"$W/failed.log" ||
+    echo "cu2cpp failed on device_memory.cu" >>"$W/failed.log"
+bg g++ "$W/obj/device_memory.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/obj/device_memory.deps" \
+    "$W/gen/device_memory.cpp"
 for f in emu_runtime emu_cublas emu_cublaslt; do
     bg g++ "$W/obj/$f.o" "${CXXF[@]}" "${INC[@]}" -MD -MF "$W/obj/$f.deps" "$E/$f.cpp"
 done

@@ -326,6 +326,35 @@ n_mma=$(bf16_stored "$W/g1-mma.log")
 check '[ $rc -eq 0 ] && [ "${n_mma:-0}" -ge $((n_bf16 + 48)) ]' \
     "SG_ATTN=mma training also stores qkv in bf16 (exit $rc): ${n_mma:-no} outputs, wmma $n_bf16 (want >= 48 more: 6 x 4 x 2)"
 within "$W/g1-mma" "$W/cpu" 0.02 "one emulated GPU with SG_ATTN=mma (qkv in bf16) against the CPU build"
+# The tensors stored in bf16, and the twin-only tensors whose twins then
+# live in their own bytes, are laid out in half their reals
+# (op_promised_len), which changes no bit.  By hand, for the test tier's
+# combo2 at micro-batch 1 (N = 16 rows, C = 32, NC = 512, 2 layers,
+# 64-real alignment): all in fp32, 27,648 reals (110,592 bytes, the
+# CPU's).  Under wmma half of: the bf16 operands fch (4NC a layer),
+# dfch_gelu (4NC) and dln (NC), and the twin-only ln1, ln2 (NC each a
+# layer), fch_gelu (4NC a layer) and dfch (4NC): 2 x 1024 + 1024 + 256 +
+# 2 x 1536 + 1024 = 7,424 reals (29,696 bytes) less.  Under mma also half
+# of the attention operands qkv (3NC a layer), vg (NC a layer) and datty
+# (NC): 2 x 1024 + 256 = 2,304 more (9,216 bytes).
+actb() { sed -nE 's/.*"activation_bytes": ([0-9]+).*/\1/p' "$1/result.json" 2>/dev/null; }
+devb() { sed -nE 's/.*"device_peak_bytes": ([0-9]+).*/\1/p' "$1/result.json" 2>/dev/null; }
+check '[ "$(actb "$W/cpu")" = 110592 ] && [ "$(devb "$W/cpu")" = 0 ]' \
+    "the CPU's activations: $(actb "$W/cpu") bytes (want 110592 by hand), device peak $(devb "$W/cpu") (want 0)"
+check '[ "$(actb "$W/g1")" = 80896 ] && [ "$(actb "$W/g1-mma")" = 71680 ]' \
+    "activations laid out compact: wmma $(actb "$W/g1") bytes (want 110592 - 29696 = 80896), mma $(actb "$W/g1-mma") (want 80896 - 9216 = 71680)"
+SG_ATTN=mma SG_COMPACT_ACTS=0 timeout 300 "$EMU" $T --out "$W/g1-mma-full" 2>"$W/g1-mma-full.log"; rc=$?
+check '[ $rc -eq 0 ] && [ "$(actb "$W/g1-mma-full")" = 110592 ] && [ -n "$(crc "$W/g1-mma")" ] &&
+       [ "$(crc "$W/g1-mma-full")" = "$(crc "$W/g1-mma")" ] &&
+       [ "$(losses "$W/g1-mma-full"; vals "$W/g1-mma-full")" = "$(losses "$W/g1-mma"; vals "$W/g1-mma")" ]' \
+    "SG_COMPACT_ACTS=0 (exit $rc): $(actb "$W/g1-mma-full") bytes of activations (want 110592), bitwise the compact run's losses and parameters (params_crc32 $(crc "$W/g1-mma-full") vs $(crc "$W/g1-mma"))"
+# the device's peak counts every buffer: at least the activations and the
+# parameters, gradients and AdamW moments (4 x 4 bytes a parameter)
+np=$(sed -nE 's/.*"params": \{"total": ([0-9]+).*/\1/p' "$W/g1-mma/result.json")
+check '[ -n "$np" ] && [ "$(devb "$W/g1-mma")" -ge $(( $(actb "$W/g1-mma") + 16 * np )) ] &&
+       [ "$(devb "$W/g1-mma-full")" -ge $(( $(devb "$W/g1-mma") + 38912 )) ] && grep -q "device memory peak" "$W/g1-mma.log"' \
+    "the device's peak: $(devb "$W/g1-mma") bytes compact, $(devb "$W/g1-mma-full") laid out in fp32 (want >= activations + 16 x $np, and >= 38912 more in fp32, whose twins take buffers of their own)"
+echo "activations: cpu $(actb "$W/cpu"), wmma $(actb "$W/g1"), mma $(actb "$W/g1-mma") bytes; device peak mma $(devb "$W/g1-mma"), fp32 layout $(devb "$W/g1-mma-full")"
 SG_MATMUL_KEEP=0 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1-nokeep" 2>"$W/g1-nokeep.log"; rc=$?
 check '[ "$(wread "$W/g1-nokeep.log" 1) $(wread "$W/g1-nokeep.log" 2)" = "0 0" ]' \
     "SG_MATMUL_KEEP=0: no weight copies kept: $(grep '^sg weights' "$W/g1-nokeep.log")"

@@ -23,8 +23,8 @@ table() {
     while [ $# -gt 0 ]; do
         case $2 in
         error) printf '%-6s %-10s error: out of memory\n' "$tier" "$1" ;;
-        *) printf '%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f%s\n' "$tier" "$1" 8 1024 \
-            31.9 31.5 31.8 "$2" "" 330.3 "20.7%" 7.123 4.2 "${3:+  FAILED: $3}" ;;
+        *) printf '%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f %7.2f%s\n' "$tier" "$1" 8 \
+            1024 31.9 31.5 31.8 "$2" "" 330.3 "20.7%" 7.123 4.2 14.61 "${3:+  FAILED: $3}" ;;
         esac
         shift 3
     done

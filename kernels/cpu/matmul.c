@@ -44,3 +44,8 @@ void op_matmul_only_end(const void *base, size_t bytes) {
     (void)base;
     (void)bytes;
 }
+/* Every promised tensor keeps its fp32 values here. */
+long op_promised_len(int kind, long n) {
+    (void)kind;
+    return n;
+}

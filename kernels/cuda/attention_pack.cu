@@ -176,10 +176,10 @@ sg_bf16 *attn_pack_keep(const real *q, const real *k, const real *v, const AttnA
     if (e->cap < n) {
         if (e->buf) {
             CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* the stream may still read it */
-            CUDA_CHECK(cudaFree(e->buf));
+            CUDA_CHECK(sg_free(e->buf));
         }
         e->buf = nullptr, e->cap = 0;
-        if (cudaMalloc(&e->buf, n * sizeof(sg_bf16)) != cudaSuccess) {
+        if (sg_malloc((void **)&e->buf, n * sizeof(sg_bf16)) != cudaSuccess) {
             cudaGetLastError();
             e->buf = nullptr, e->q = nullptr;
             return nullptr; /* no room: the caller packs into scratch, the backward packs again */

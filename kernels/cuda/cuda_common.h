@@ -43,6 +43,11 @@ cublasHandle_t sg_cublas(void); /* bound to sg_stream() */
 /* A scratch buffer of at least `bytes` on the device, reused across calls
  * (grown when needed); valid until the next sg_scratch call with the same slot. */
 void *sg_scratch(int slot, size_t bytes);
+/* Device buffers, counted (device_memory.cu): cudaMalloc and cudaFree for
+ * every buffer the backend holds, so that op_memory_now and op_memory_peak
+ * know them.  sg_malloc leaves no sticky error behind a failure. */
+cudaError_t sg_malloc(void **p, size_t bytes);
+cudaError_t sg_free(void *p);
 /* The matmuls forget the bf16 copies they keep for the backward (matmul.cu):
  * called when any op buffer is freed. */
 void sg_matmul_forget(void);

@@ -277,8 +277,8 @@ extern "C" void op_adamw_multi(real *p, real *m, real *v, const real *g, long ba
     if (nw != g_work_n || memcmp(w, g_work_host, sizeof *w * (size_t)nw)) {
         if (nw > g_work_cap) {
             CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued launch may still read the old table */
-            CUDA_CHECK(cudaFree(g_work_dev));
-            CUDA_CHECK(cudaMalloc(&g_work_dev, sizeof *w * (size_t)nw));
+            CUDA_CHECK(sg_free(g_work_dev));
+            CUDA_CHECK(sg_malloc((void **)&g_work_dev, sizeof *w * (size_t)nw));
             g_work_cap = nw;
         }
         /* waited for on both sides: the launches queued before may read the

@@ -82,8 +82,19 @@
  * pre-activations held for the backward take half the memory.  Unlike a twin this changes
  * the values (it is autocast's rounding, not fp32's), so it does not
  * depend on SG_MATMUL_KEEP; SG_BF16_OPERANDS=0 stores fp32 instead, for A/B
- * comparisons.  Under SG_TWIN_POISON=1 the second half of such a tensor
- * is filled with NaN, so that a reader of fp32 values shows.
+ * comparisons.
+ *
+ * Compact layouts (op_promised_len).  A tensor stored in bf16 needs only
+ * half its reals, and so does a twin-only tensor if its twin lives in its
+ * own first 2n bytes.  The model lays both out so (SG_COMPACT_ACTS=0 lays
+ * them out in fp32, as before, for A/B comparisons): the next tensor
+ * starts where the fp32 values would have gone on.  A twin-only tensor's
+ * twin is then written in place (an "in-place" slot, no buffer of ours),
+ * so its producer must always make the twin; the twin-only tensors whose
+ * producer may store fp32 instead (the wmma backward's dqkv) keep their
+ * full layout.  At the 124M tier and a micro-batch of 8 (the baseline,
+ * under mma) the activations take 3.0 GiB instead of 4.9, at 350M 7.6
+ * instead of 12.6, and the twins need no buffers (docs/cuda.md).
  *
  * SG_MATMUL_KEEP=0 turns kept copies, twins and twin-only outputs off
  * (every operand cast on every call, every output stored), and with them
@@ -163,6 +174,7 @@ typedef struct {
     unsigned long seq; /* a twin: sg_stream_seq() after its producer; 0 none (the count
                         * moves before any launch, so a producer's stamp is not 0) */
     int only;          /* a twin whose fp32 tensor was not stored: pinned */
+    int inplace;       /* copy is src's own first 2n bytes (a compact twin-only tensor), not our buffer */
     unsigned long part; /* a twin two ops write: sg_stream_seq() after the first's part; 0 none */
 } Kept;
 
@@ -176,11 +188,12 @@ static int g_poison;    /* SG_TWIN_POISON=1 */
 
 /* The promises (address, count, as the table is keyed): op_matmul_only's,
  * op_bf16_operand's and op_attention_operand's */
-enum { TO_MATMULS, TO_BF16, TO_ATTENTION };
+enum { TO_MATMULS = OP_PROMISE_MATMULS, TO_BF16 = OP_PROMISE_BF16, TO_ATTENTION = OP_PROMISE_ATTENTION };
 typedef struct {
     const float *p;
     long n;
     int kind;
+    long len; /* the reals its layout may have (op_promised_len): the pointers into it lie there */
 } Promise;
 static Promise *g_promised;
 static int g_n_promised, g_cap_promised;
@@ -246,35 +259,71 @@ __attribute__((constructor)) static void bf16_operands_check_env(void) {
     exit(2);
 }
 
+/* SG_COMPACT_ACTS: 1 (or unset) the bf16-stored tensors laid out in half
+ * their reals (op_promised_len), 0 in all of them, as before: the same
+ * bits either way, in more memory; -1 a bad value */
+static int compact_env(void) {
+    const char *e = getenv("SG_COMPACT_ACTS");
+    if (!e || !*e || !strcmp(e, "1")) return 1;
+    return !strcmp(e, "0") ? 0 : -1;
+}
+__attribute__((constructor)) static void compact_check_env(void) {
+    if (compact_env() >= 0) return;
+    fprintf(stderr,
+            "%s: SG_COMPACT_ACTS must be \"1\" (or unset: the activations stored in bf16 take half the memory) or "
+            "\"0\" (laid out as fp32)\n",
+            getenv("SG_COMPACT_ACTS"));
+    exit(2);
+}
+
 static void promise(const real *buf, long n, int kind) {
     if (g_n_promised == g_cap_promised) {
         int cap = g_cap_promised ? 2 * g_cap_promised : 64;
         Promise *p = (Promise *)realloc(g_promised, (size_t)cap * sizeof *p);
-        if (!p) return; /* no room to remember it: the tensor is stored in fp32 as before */
+        /* a tensor laid out for its bf16 alone (op_promised_len) has no room for fp32 */
+        if (!p) sg_cuda_fail(__FILE__, __LINE__, "promise", "out of host memory for the table of promised tensors");
         g_promised = p, g_cap_promised = cap;
     }
     g_promised[g_n_promised].p = buf, g_promised[g_n_promised].n = n, g_promised[g_n_promised].kind = kind;
+    g_promised[g_n_promised].len = op_promised_len(kind, n);
     g_n_promised++;
 }
 
+/* Whether a promise of this kind is taken, one rule for the promises and
+ * op_promised_len.  Without twins every output is stored.  The qkv
+ * projection's output, read by the attention and the gates alone (ops.h),
+ * is stored in bf16 as a bf16 operand is when the attention reads bf16
+ * operands (the mma kernels, whose packing then copies bf16 instead of
+ * rounding fp32: attention_pack.cu); the wmma tiles read fp32, so under
+ * them the promise is not taken. */
+static int takes(int kind) {
+    switch (kind) {
+    case TO_MATMULS: return keep_on();
+    case TO_BF16: return bf16_operands_env() == 1;
+    case TO_ATTENTION: return bf16_operands_env() == 1 && sg_attn_tiles_env() == 1;
+    }
+    return 0;
+}
+
+/* A tensor stored in bf16 holds its values in its own first 2n bytes, and
+ * a twin-only tensor laid out so keeps its twin there (in_place): either
+ * needs only half the reals (the comment at the top). */
+extern "C" long op_promised_len(int kind, long n) {
+    if (n <= 0 || compact_env() != 1 || !takes(kind)) return n;
+    /* (n + 1) / 2 for a 2-byte bf16; n in the emulator's exact build, whose bf16 is a float */
+    return (long)(((size_t)n * sizeof(__nv_bfloat16) + sizeof(float) - 1) / sizeof(float));
+}
+
 extern "C" void op_matmul_only(const real *buf, long n) {
-    if (!buf || n <= 0 || !keep_on()) return; /* without twins every output is stored */
-    promise(buf, n, TO_MATMULS);
+    if (buf && n > 0 && takes(TO_MATMULS)) promise(buf, n, TO_MATMULS);
 }
 
 extern "C" void op_bf16_operand(const real *buf, long n) {
-    if (!buf || n <= 0 || bf16_operands_env() != 1) return;
-    promise(buf, n, TO_BF16);
+    if (buf && n > 0 && takes(TO_BF16)) promise(buf, n, TO_BF16);
 }
 
-/* The qkv projection's output, read by the attention and the gates alone
- * (ops.h): stored in bf16 as a bf16 operand is, when the attention reads
- * bf16 operands (the mma kernels, whose packing then copies bf16 instead
- * of rounding fp32: attention_pack.cu).  The wmma tiles read fp32, so
- * under them the promise is not taken. */
 extern "C" void op_attention_operand(const real *buf, long n) {
-    if (!buf || n <= 0 || bf16_operands_env() != 1 || sg_attn_tiles_env() != 1) return;
-    promise(buf, n, TO_ATTENTION);
+    if (buf && n > 0 && takes(TO_ATTENTION)) promise(buf, n, TO_ATTENTION);
 }
 
 /* The pinned twins of the tensors whose promise ends are dropped with it:
@@ -298,6 +347,15 @@ static int promised(const float *p, long n, int kind) {
         if (g_promised[i].p == p && g_promised[i].n == n && g_promised[i].kind == kind) return 1;
     return 0;
 }
+/* src[0, n) is a twin-only tensor laid out for its twin alone: the twin
+ * lives in its own bytes */
+static int in_place(const float *src, long n) {
+    for (int i = 0; i < g_n_promised; i++) {
+        const Promise *q = &g_promised[i];
+        if (q->p == src && q->n == n && q->kind == TO_MATMULS) return q->len < n;
+    }
+    return 0;
+}
 static int bf16_kind(int kind) { return kind == TO_BF16 || kind == TO_ATTENTION; }
 
 /* A bf16 operand's values, which live in its own first 2n bytes.
@@ -311,14 +369,26 @@ extern "C" const __nv_bfloat16 *sg_bf16_stored(const float *p, long n) {
 }
 
 /* Element p of a tensor stored in bf16 (q, k and v are parts of qkv): its
- * bf16, at the same index from the tensor's first byte. */
+ * bf16, at the same index from the tensor's first byte.  The tensor is the
+ * one whose layout holds p (ops.h, op_promised_len).  A compact layout
+ * puts the next tensor where this one's fp32 elements would have gone on,
+ * so a pointer past its reals that falls in another promised tensor's
+ * could mean either, and stops the program. */
 extern "C" const __nv_bfloat16 *sg_bf16_inside(const float *p) {
     if (!p) return NULL;
+    const Promise *own = NULL, *past = NULL; /* p within its reals; p past them, within its n */
     for (int i = 0; i < g_n_promised; i++) {
         const Promise *q = &g_promised[i];
-        if (bf16_kind(q->kind) && p >= q->p && p < q->p + q->n) return (const __nv_bfloat16 *)q->p + (p - q->p);
+        if (!bf16_kind(q->kind) || p < q->p || p >= q->p + q->n) continue;
+        if (p < q->p + q->len) own = q;
+        else past = q;
     }
-    return NULL;
+    if (own && past)
+        sg_cuda_fail(__FILE__, __LINE__, "sg_bf16_inside",
+                     "a pointer into a tensor stored in bf16 lies past the reals its layout gave it "
+                     "(op_promised_len), in the next tensor's: it cannot be told which it means");
+    const Promise *q = own ? own : past; /* past alone: a tensor laid out in all its reals */
+    return q ? (const __nv_bfloat16 *)q->p + (p - q->p) : NULL;
 }
 
 static Kept *kept_find(const float *src, long n) {
@@ -353,6 +423,8 @@ static void need_fp32(const float *src, long n, const char *role) {
  * when out of memory or when every slot is pinned. */
 static Kept *kept_slot(const float *src, long n) {
     Kept *k = kept_find(src, n);
+    const int inplace = in_place(src, n);
+    if (k && k->inplace != inplace) k->src = NULL, k = NULL; /* the tensor was laid out again */
     if (!k) {
         for (int i = 0; i < KEPT; i++) { /* a free slot, else the least recently used unpinned one */
             Kept *c = &g_kept[i];
@@ -364,13 +436,20 @@ static Kept *kept_slot(const float *src, long n) {
             if (!k || c->used < k->used) k = c;
         }
         if (!k) return NULL; /* every slot pinned: the caller casts into scratch, or stores fp32 */
-        if (k->cap < (size_t)n) {
+        if (k->inplace) k->copy = NULL, k->cap = 0, k->inplace = 0; /* another tensor's bytes, not ours */
+        if (inplace) {
+            if (k->copy) { /* the slot's own buffer goes: in-place slots stay pinned while in use */
+                CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may read it */
+                CUDA_CHECK(sg_free(k->copy));
+            }
+            k->copy = (__nv_bfloat16 *)src, k->cap = (size_t)n, k->inplace = 1;
+        } else if (k->cap < (size_t)n) {
             if (k->copy) {
                 CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may read it */
-                CUDA_CHECK(cudaFree(k->copy));
+                CUDA_CHECK(sg_free(k->copy));
                 k->copy = NULL, k->cap = 0;
             }
-            if (cudaMalloc(&k->copy, (size_t)n * sizeof *k->copy) != cudaSuccess) {
+            if (sg_malloc((void **)&k->copy, (size_t)n * sizeof *k->copy) != cudaSuccess) {
                 cudaGetLastError(); /* out of memory: cast into scratch as before */
                 k->src = NULL;
                 return NULL;
@@ -428,6 +507,10 @@ static const __nv_bfloat16 *keep_weight(const float *w, long n) {
 extern "C" __nv_bfloat16 *sg_twin_begin(const float *out, long n) {
     if (!keep_on() || n <= 0) return NULL;
     Kept *k = kept_slot(out, n);
+    if (!k && in_place(out, n)) /* without a twin the producer would store fp32 over the next tensor */
+        sg_cuda_fail(__FILE__, __LINE__, "sg_twin_begin",
+                     "every twin slot is pinned (more than 250 twin-only tensors at once): a tensor laid out for "
+                     "its bf16 twin alone cannot be written; SG_COMPACT_ACTS=0 lays them out in fp32");
     return k ? k->copy : NULL;
 }
 
@@ -459,7 +542,8 @@ extern "C" float *sg_twin_fp32(float *out, long n) {
     if (!k || !promised(out, n, TO_MATMULS)) return out;
     k->only = 1;
     g_unstored++;
-    if (g_poison) CUDA_CHECK(cudaMemsetAsync(out, 0xff, (size_t)n * sizeof *out, sg_stream())); /* NaN */
+    /* in place, the tensor's bytes are its twin and the next tensor's */
+    if (poison_on() && !k->inplace) CUDA_CHECK(cudaMemsetAsync(out, 0xff, (size_t)n * sizeof *out, sg_stream())); /* NaN */
     return NULL;
 }
 
@@ -751,13 +835,11 @@ static void gemm(void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m,
 }
 
 /* An output promised as a bf16 operand is written in bf16 (the comment at
- * the top); under SG_TWIN_POISON=1 the half of its bytes that no longer
- * holds values becomes NaN. */
+ * the top), in its first 2n bytes and nowhere past them: the model lays
+ * the next tensor out there (op_promised_len). */
 static int bf16_output(const float *out, long n) {
     if (!sg_bf16_stored(out, n)) return 0;
     g_bf16_out++;
-    const size_t half = (size_t)n * sizeof(__nv_bfloat16), all = (size_t)n * sizeof(float);
-    if (poison_on() && half < all) CUDA_CHECK(cudaMemsetAsync((char *)out + half, 0xff, all - half, sg_stream()));
     return 1;
 }
 

@@ -75,10 +75,10 @@ extern "C" void *sg_scratch(int slot, size_t bytes) {
     if (g_scratch[slot]) {
         /* the stream may still be reading the old buffer */
         CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
-        CUDA_CHECK(cudaFree(g_scratch[slot]));
+        CUDA_CHECK(sg_free(g_scratch[slot]));
     }
     size_t want = bytes + bytes / 4; /* grow with headroom: shapes repeat every step */
-    CUDA_CHECK(cudaMalloc(&g_scratch[slot], want));
+    CUDA_CHECK(sg_malloc(&g_scratch[slot], want));
     g_scratch_bytes[slot] = want;
     return g_scratch[slot];
 }
@@ -86,7 +86,7 @@ extern "C" void *sg_scratch(int slot, size_t bytes) {
 extern "C" void *op_alloc(size_t bytes) {
     void *p = NULL;
     sg_stream();
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    if (sg_malloc(&p, bytes ? bytes : 1) != cudaSuccess) {
         cudaGetLastError(); /* clear the error: the caller reports out of memory */
         return NULL;
     }
@@ -101,7 +101,7 @@ extern "C" void sg_count_free(void) { g_frees++; }
 extern "C" void op_free(void *p) {
     if (!p) return;
     CUDA_CHECK(cudaStreamSynchronize(sg_stream()));
-    CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(sg_free(p));
     /* the address may come back for another buffer */
     sg_matmul_forget();
     sg_weights_freed(p);

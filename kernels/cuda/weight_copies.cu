@@ -61,7 +61,7 @@ extern "C" long sg_weight_casts(void) { return g_cast; }
 
 static void drop_all(void) {
     if (g_n) CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may still read one */
-    for (int i = 0; i < g_n; i++) CUDA_CHECK(cudaFree(g_copies[i].copy));
+    for (int i = 0; i < g_n; i++) CUDA_CHECK(sg_free(g_copies[i].copy));
     g_n = 0;
 }
 
@@ -118,13 +118,13 @@ static WeightCopy *slot(const float *w, long n, long n_out) {
     }
     if (c->cap < n_out) {
         __nv_bfloat16 *buf = NULL;
-        if (cudaMalloc(&buf, (size_t)n_out * sizeof *buf) != cudaSuccess) {
+        if (sg_malloc((void **)&buf, (size_t)n_out * sizeof *buf) != cudaSuccess) {
             cudaGetLastError(); /* out of memory: the matmul casts into scratch */
             return NULL;
         }
         if (c->copy) {
             CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued product may read the old one */
-            CUDA_CHECK(cudaFree(c->copy));
+            CUDA_CHECK(sg_free(c->copy));
         }
         /* the zeros past n: written once, never by the casts or AdamW */
         CUDA_CHECK(cudaMemsetAsync(buf, 0, (size_t)n_out * sizeof *buf, sg_stream()));

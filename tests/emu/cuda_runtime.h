@@ -24,6 +24,7 @@ enum {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidPitchValue = 12,
+    cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidResourceHandle = 400
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };

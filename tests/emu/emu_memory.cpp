@@ -1,6 +1,7 @@
 /* The memory half of the op interface (ops.h, "memory") as
  * kernels/cuda/runtime.cu implements it, over the emulated device memory
- * (cudaMalloc in emu_runtime.cpp: host memory, 256-byte aligned).  What
+ * (cudaMalloc in emu_runtime.cpp: host memory, 256-byte aligned, taken
+ * through device_memory.cu's counted sg_malloc as runtime.cu takes it).  What
  * the tests depend on is kept: op_alloc zeroes, and op_free makes the
  * matmuls forget the bf16 copies their forwards kept (matmul.cu), as an
  * address may come back for another buffer, and the writes make the
@@ -16,14 +17,14 @@
  * sg_stream() for it.  op_download reads and does not count, as there. */
 extern "C" void *op_alloc(size_t bytes) {
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (sg_malloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
     sg_stream();
     memset(p, 0, bytes ? bytes : 1);
     return p;
 }
 extern "C" void op_free(void *p) {
     if (!p) return;
-    CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(sg_free(p));
     sg_matmul_forget();
     sg_weights_freed(p);
     sg_count_free();

@@ -326,11 +326,13 @@ cublasHandle_t sg_cublas(void) {
  * with the same slot (the contract of cuda_common.h; runtime.cu's buffer
  * lives on while it is large enough).  256-byte aligned, as runtime.cu's
  * cudaMalloc'ed buffers. */
+cudaError_t sg_malloc(void **p, size_t bytes); /* device_memory.cu: counted */
+cudaError_t sg_free(void *p);
 void *sg_scratch(int slot, size_t bytes) {
     static void *buf[16];
     if (slot < 0 || slot >= 16) abort();
-    cudaFree(buf[slot]);
-    if (cudaMalloc(&buf[slot], bytes)) abort();
+    if (buf[slot] && sg_free(buf[slot])) abort();
+    if (sg_malloc(&buf[slot], bytes)) abort();
     return buf[slot];
 }
 }

@@ -118,6 +118,7 @@ typedef struct {
     double ms_step, ms_min, ms_median, tok_s, tflops, mfu;
     double loss_first, loss_last, gnorm_last;
     double setup_s;
+    size_t mem_peak;        /* device bytes held at most while the tier ran (op_memory_peak) */
     double prof_ms[PROF_N]; /* per step, from PROFILE_STEPS more steps with each op synchronised */
     int n_sites;            /* the same by call site, the most time first (src/profile.h) */
     struct {
@@ -127,9 +128,14 @@ typedef struct {
     } site[TOP_SITES];
 } TrainResult;
 
+void sg_memory_peak_reset(void); /* kernels/cuda/device_memory.cu */
+
 static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
     TrainResult r;
     memset(&r, 0, sizeof r);
+    /* what this tier holds at most, and what earlier tiers left held (the
+     * scratch slots, which never shrink) */
+    sg_memory_peak_reset();
     r.mfu = NAN;
     Config c;
     double t_setup = prof_now();
@@ -202,6 +208,7 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     if (peak > 0) r.mfu = r.tflops / peak;
     r.ok = isfinite(r.loss_last) && isfinite(r.gnorm_last);
     if (!r.ok) snprintf(r.err, sizeof r.err, "non-finite loss %g or grad norm %g", r.loss_last, r.gnorm_last);
+    r.mem_peak = op_memory_peak();
     free(times);
     free(in);
     free(tg);
@@ -474,8 +481,8 @@ int main(int argc, char **argv) {
     int failed = 0;
     if (do_train) {
         printf("training steps: %d warm-up + %d timed, lr %.0e, random tokens\n", warmup, steps, LR);
-        printf("%-6s %-10s %4s %5s %9s %9s %9s %11s %8s %7s %8s %7s %7s\n", "tier", "arm", "B", "T", "ms/step",
-               "(min", "median)", "tokens/s", "vs base", "TFLOP/s", "MFU", "loss", "setup s");
+        printf("%-6s %-10s %4s %5s %9s %9s %9s %11s %8s %7s %8s %7s %7s %7s\n", "tier", "arm", "B", "T", "ms/step",
+               "(min", "median)", "tokens/s", "vs base", "TFLOP/s", "MFU", "loss", "setup s", "mem GiB");
         fflush(stdout);
         for (int ti = 0; ti < n_tiers; ti++) {
             double base = 0;
@@ -508,7 +515,8 @@ int main(int argc, char **argv) {
                         json_num(js, r.loss_first);
                         fprintf(js, ", \"loss_last\": ");
                         json_num(js, r.loss_last);
-                        fprintf(js, ", \"setup_s\": %.2f, \"profile_ms\": {", r.setup_s);
+                        fprintf(js, ", \"setup_s\": %.2f, \"device_peak_bytes\": %zu, \"profile_ms\": {", r.setup_s,
+                                r.mem_peak);
                         for (int k = 0; k < PROF_N; k++)
                             fprintf(js, "%s\"%s\": %.4f", k ? ", " : "", prof_name(k), r.prof_ms[k]);
                         fprintf(js, "}, \"profile_sites\": [");
@@ -533,9 +541,9 @@ int main(int argc, char **argv) {
                 char mfu[32] = "n/a", vs[32] = "";
                 if (isfinite(r.mfu)) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
                 if (base) snprintf(vs, sizeof vs, "%+.1f%%", 100 * (r.tok_s / base - 1));
-                printf("%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f%s%s\n", tiers[ti], arm, r.B,
-                       r.T, r.ms_step, r.ms_min, r.ms_median, r.tok_s, vs, r.tflops, mfu, r.loss_last, r.setup_s,
-                       r.ok ? "" : "  FAILED: ", r.ok ? "" : r.err);
+                printf("%-6s %-10s %4d %5d %9.2f %9.2f %9.2f %11.0f %8s %7.1f %8s %7.3f %7.1f %7.2f%s%s\n", tiers[ti], arm,
+                       r.B, r.T, r.ms_step, r.ms_min, r.ms_median, r.tok_s, vs, r.tflops, mfu, r.loss_last, r.setup_s,
+                       r.mem_peak / 1073741824.0, r.ok ? "" : "  FAILED: ", r.ok ? "" : r.err);
                 double tot = 0;
                 for (int k = 0; k < PROF_N; k++) tot += r.prof_ms[k];
                 printf("%-17s synchronised ops %.2f ms a step:", "", tot);

@@ -7,6 +7,7 @@
 #define op_matmul_only_end cpu_op_matmul_only_end
 #define op_bf16_operand cpu_op_bf16_operand
 #define op_attention_operand cpu_op_attention_operand
+#define op_promised_len cpu_op_promised_len
 #define op_params cpu_op_params
 #define op_written cpu_op_written
 #define op_layernorm_fwd cpu_op_layernorm_fwd
@@ -40,3 +41,5 @@
 #define op_host_memory cpu_op_host_memory
 #define op_sync cpu_op_sync
 #define op_backend cpu_op_backend
+#define op_memory_now cpu_op_memory_now
+#define op_memory_peak cpu_op_memory_peak

@@ -396,17 +396,45 @@ static int poison_on(void) {
     const char *e = getenv("SG_TWIN_POISON");
     return e && e[0] == '1';
 }
+static int compact_off(void) {
+    const char *e = getenv("SG_COMPACT_ACTS");
+    return e && e[0] == '0';
+}
 
-/* y unstored: still the sentinel, or NaN (poison); else the reference bits */
+static float bf16_round(float x);
+
+/* y unstored: still the sentinel, or NaN (poison); else the reference bits.
+ * Laid out compact (ops.h, op_promised_len: half the reals; SG_COMPACT_ACTS
+ * unset), y's first 2n bytes hold the twin, each element the reference
+ * rounded to bf16, and the reals past them (the next tensor's) keep the
+ * sentinel, poison or not. */
 static void stored_or_not(const char *what, const real *y_d, const real *ref_d, real sentinel, long n) {
     real *y = back(y_d, n), *r = back(ref_d, n);
-    long bad = 0;
-    for (long i = 0; i < n; i++) {
-        int ok = !twins_on() ? !memcmp(y + i, r + i, sizeof *y) : poison_on() ? isnan(y[i]) : y[i] == sentinel;
-        bad += !ok;
+    const long len = twins_on() ? op_promised_len(OP_PROMISE_MATMULS, n) : n;
+    CHECK(len == (twins_on() && !compact_off() ? (n + 1) / 2 : n), "%s: laid out in %ld reals for %ld elements",
+          what, len, n);
+    long bad = 0, twin_off = 0;
+    if (len < n) {
+        const uint16_t *t = (const uint16_t *)y;
+        for (long i = 0; i < n; i++) {
+            const float want = bf16_round(r[i]);
+            uint32_t wb;
+            memcpy(&wb, &want, 4);
+            twin_off += t[i] != (uint16_t)(wb >> 16);
+        }
+        for (long i = len; i < n; i++) bad += y[i] != sentinel;
+        CHECK(twin_off == 0, "%s: %ld of %ld elements of the in-place twin not the reference rounded to bf16", what,
+              twin_off, n);
+        CHECK(bad == 0, "%s: %ld of the %ld reals past the in-place twin (the next tensor's) written", what, bad,
+              n - len);
+    } else {
+        for (long i = 0; i < n; i++) {
+            int ok = !twins_on() ? !memcmp(y + i, r + i, sizeof *y) : poison_on() ? isnan(y[i]) : y[i] == sentinel;
+            bad += !ok;
+        }
+        CHECK(bad == 0, "%s: %ld of %ld fp32 elements %s", what, bad, n,
+              !twins_on() ? "differ from the stored reference" : poison_on() ? "not NaN" : "overwritten");
     }
-    CHECK(bad == 0, "%s: %ld of %ld fp32 elements %s", what, bad, n,
-          !twins_on() ? "differ from the stored reference" : poison_on() ? "not NaN" : "overwritten");
     free(y), free(r);
 }
 
@@ -529,7 +557,8 @@ static int broken_promise(const char *how) {
  *   - GELU's forward and backward on the promised tensors give the bits of
  *     the same ops on fp32 tensors holding those bf16 values, with either
  *     or both backward inputs promised, and agree with the CPU op on them;
- *   - under SG_TWIN_POISON=1 the other half of the tensor's bytes is NaN;
+ *   - laid out in half the reals (ops.h, op_promised_len), nothing writes
+ *     past its bf16 values, where a compact layout puts the next tensor;
  *   - once the promise ends the product stores fp32 again;
  *   - with SG_BF16_OPERANDS=0 the promise changes nothing: fp32, the same bits. */
 long sg_matmul_bf16_outputs(void); /* kernels/cuda/matmul.cu */
@@ -589,6 +618,34 @@ static void operand_check(const char *what, const real *v, const real *ref_d, lo
     free(r);
 }
 
+/* A compact layout (ops.h, op_promised_len) puts the next tensor right
+ * after a promised tensor's bf16 values.  tail_fill writes a sentinel into
+ * the reals of the tensor's n past its layout's length; tail_check wants
+ * the length to be half of n exactly when the promise is taken, and every
+ * sentinel still there: nothing the promise allows writes past the bf16
+ * values. */
+static const real TAIL_SENTINEL = (real)-1234.5;
+static void tail_fill(real *d, int kind, long n) {
+    const long len = op_promised_len(kind, n);
+    if (len >= n) return;
+    real *h = malloc(sizeof *h * (size_t)(n - len));
+    for (long i = 0; i < n - len; i++) h[i] = TAIL_SENTINEL;
+    gpu_ops.upload(d + len, h, sizeof *h * (size_t)(n - len));
+    free(h);
+}
+static void tail_check(const char *what, const real *d, int kind, long n, int taken) {
+    const long len = op_promised_len(kind, n);
+    CHECK(len == (taken ? (n + 1) / 2 : n), "%s: laid out in %ld reals for %ld elements (promise %s)", what, len, n,
+          taken ? "taken" : "not taken");
+    if (len >= n) return;
+    real *h = back(d, n);
+    long bad = 0;
+    for (long i = len; i < n; i++) bad += h[i] != TAIL_SENTINEL;
+    CHECK(bad == 0, "%s: %ld of the %ld reals past its bf16 values (the next tensor of a compact layout) written",
+          what, bad, n - len);
+    free(h);
+}
+
 static void test_bf16_operand(int M, int K, int F) {
     const long nx = (long)M * K, n = (long)M * F;
     real *x = host_rand(nx, 1), *w1 = host_rand((long)F * K, 0.3), *w2 = host_rand((long)K * F, 0.1);
@@ -603,6 +660,8 @@ static void test_bf16_operand(int M, int K, int F) {
     snprintf(what, sizeof what, "bf16 operand, mlp %dx%dx%d%s", M, K, F, bf16_operands_on() ? "" : ", SG_BF16_OPERANDS=0");
     op_bf16_operand(h_p, n);
     op_bf16_operand(dg_p, n);
+    tail_fill(h_p, OP_PROMISE_BF16, n);
+    tail_fill(dg_p, OP_PROMISE_BF16, n);
     const long b0 = sg_matmul_bf16_outputs();
     /* the forward: h = x W1^T, g = gelu(h) */
     gpu_ops.matmul_fwd(h_p, x_d, w1_d, M, K, F);
@@ -642,13 +701,10 @@ static void test_bf16_operand(int M, int K, int F) {
     same(part, dh[3], dh_cpu, n, 0);
     const long stored = sg_matmul_bf16_outputs() - b0;
     CHECK(stored == 2 * bf16_operands_on(), "%s: %ld outputs stored in bf16, want %d", what, stored, 2 * bf16_operands_on());
-    if (bf16_operands_on() && poison_on()) { /* bytes [2n, 4n): floats from (n + 1) / 2 on */
-        real *raw = back(h_p, n);
-        long bad = 0;
-        for (long i = (n + 1) / 2; i < n; i++) bad += !isnan(raw[i]);
-        CHECK(bad == 0, "%s: %ld fp32 words past the bf16 values not NaN under SG_TWIN_POISON=1", what, bad);
-        free(raw);
-    }
+    snprintf(part, sizeof part, "%s, fc output", what);
+    tail_check(part, h_p, OP_PROMISE_BF16, n, bf16_operands_on());
+    snprintf(part, sizeof part, "%s, gelu output gradient", what);
+    tail_check(part, dg_p, OP_PROMISE_BF16, n, bf16_operands_on());
     /* once the promise ends, the product stores fp32 again */
     op_matmul_only_end(h_p, sizeof(real) * (size_t)n);
     const long b1 = sg_matmul_bf16_outputs();
@@ -744,7 +800,7 @@ static void test_bf16_layernorm(int M, int C, int N, int bias) {
  * backward:
  *   - the stored bf16 is the unpromised product rounded to nearest even
  *     (operand_check: bitwise in the emulator, within one bf16 ulp on a
- *     device), and the other half of the bytes is NaN under SG_TWIN_POISON=1;
+ *     device), and nothing writes past its bf16 values (tail_check);
  *   - the attention's out, lse and dq/dk/dv and the gate's g, vg or
  *     logbias, dv and parameter gradients are the bits of the same ops on an
  *     fp32 qkv holding the stored values: rounding a bf16 value to bf16
@@ -772,6 +828,7 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
              kind == GATE_NORM ? "norm" : "proj", slot ? "routing" : "value", tiles,
              bf16_operands_on() ? "" : ", SG_BF16_OPERANDS=0");
     op_attention_operand(qkv_p, nq);
+    tail_fill(qkv_p, OP_PROMISE_ATTENTION, nq);
     const long b0 = sg_matmul_bf16_outputs();
     gpu_ops.matmul_fwd(qkv_p, x_d, w_d, (int)N, C, qs);
     gpu_ops.matmul_fwd(qkv_r, x_d, w_d, (int)N, C, qs);
@@ -782,13 +839,7 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
         qv = operand_values(qkv_p, nq);
         snprintf(part, sizeof part, "%s, qkv", what);
         operand_check(part, qv, qkv_r, nq);
-        if (poison_on()) {
-            real *raw = back(qkv_p, nq);
-            long bad = 0;
-            for (long i = (nq + 1) / 2; i < nq; i++) bad += !isnan(raw[i]);
-            CHECK(bad == 0, "%s: %ld fp32 words past the bf16 values not NaN under SG_TWIN_POISON=1", what, bad);
-            free(raw);
-        }
+
     } else {
         snprintf(part, sizeof part, "%s, qkv not taken", what);
         bits_as(part, "the unpromised product", qkv_p, qkv_r, nq);
@@ -851,6 +902,7 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
          * the attention on the fp32 vg, reading it in place */
         real *vg_p = gpu_ops.alloc(sizeof(real) * no), *gq_d = gpu_ops.alloc(sizeof(real) * nl);
         op_attention_operand(vg_p, no);
+        tail_fill(vg_p, OP_PROMISE_ATTENTION, no);
         const long b1 = sg_matmul_bf16_outputs();
         gpu_ops.gate_fwd(gq_d, vg_p, NULL, qkv_p + 2 * C, qs, &gpd, B, T, H, d);
         CHECK(sg_matmul_bf16_outputs() - b1 == taken, "%s: vg promised: %ld outputs stored in bf16, want %d", what,
@@ -891,6 +943,8 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
             snprintf(part, sizeof part, "%s, %s", what, vname[o]);
             bits_as(part, "the op on an fp32 vg", vout[o][0], vout[o][1], vlen[o]);
         }
+        snprintf(part, sizeof part, "%s, vg", what);
+        tail_check(part, vg_p, OP_PROMISE_ATTENTION, no, taken);
         op_matmul_only_end(vg_p, sizeof(real) * (size_t)no);
         void *dv_free[] = {vg_p, gq_d, vgv_d};
         for (size_t i = 0; i < sizeof dv_free / sizeof *dv_free; i++) gpu_ops.free(dv_free[i]);
@@ -912,6 +966,8 @@ static void test_attention_operand(int B, int T, int H, int d, int kind, int slo
     snprintf(part, sizeof part, "%s, attention out against the CPU op", what);
     same(part, o_d[0], oh, no, 1);
 
+    snprintf(part, sizeof part, "%s, qkv", what);
+    tail_check(part, qkv_p, OP_PROMISE_ATTENTION, nq, taken);
     op_matmul_only_end(qkv_p, sizeof(real) * (size_t)nq);
     CHECK(!sg_bf16_inside(qkv_p + C), "%s: k still found in bf16 after the promise ended", what);
     void *ds[] = {x_d, w_d, sink_d, dout_d, tau_d, gw_d, gb_d, qkv_p, qkv_r, qv_d, dvg_d, dlb_d, lbk_d};
