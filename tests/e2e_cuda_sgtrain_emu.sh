@@ -501,5 +501,25 @@ check '[ $rc -eq 1 ] && grep -q "promised as an attention operand (op_attention_
 SG_ATTN=wmma "$W/test_gpu_ops" broken-promise attention >"$W/broken-attn-wmma.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && grep -q "the probabilities went on, 0 outputs" "$W/broken-attn-wmma.log"' \
     "under SG_ATTN=wmma qkv is fp32 and the explicit attention may read it (exit $rc): $(tail -n 1 "$W/broken-attn-wmma.log")"
+
+# Out of device memory (EMU_DEVICE_BYTES, the emulated device's size): a
+# message that says what to change, exit 2 before the run starts or 1 in
+# it, and nothing of the run lost.
+# The test tier holds about 33 MB at its peak, 32 MiB of it cuBLASLt's
+# workspace.  100 kB does not hold the parameters; 16 MB holds all but the
+# workspace, which the first product of a resumed run asks for.
+EMU_DEVICE_BYTES=100000 timeout 300 "$EMU" $T --out "$W/oom1" >"$W/oom1.log" 2>&1; rc=$?
+check '[ $rc -eq 2 ] && grep -q "out of memory allocating [0-9]* parameters" "$W/oom1.log" && [ ! -e "$W/oom1" ]' \
+    "a device too small for the parameters: exit $rc (want 2, a setting refused before the run starts; no run directory), $(tail -n 1 "$W/oom1.log")"
+timeout 300 "$EMU" $T --stop_at 3 --out "$W/oom2" >"$W/oom2.log" 2>&1; rc=$?
+sums() { (cd "$W/oom2" && md5sum checkpoint.bin config.yaml && head -n 6 metrics.jsonl | md5sum) 2>/dev/null; }
+before=$(sums)
+EMU_DEVICE_BYTES=16000000 timeout 300 "$EMU" $T --out "$W/oom2" >"$W/oom2-small.log" 2>&1; rc2=$?
+check '[ $rc -eq 75 ] && [ $rc2 -eq 1 ] && grep -Eq "out of device memory: a scratch buffer of [0-9.]+ GiB could not be had" "$W/oom2-small.log" &&
+       grep -q "lower micro_batch and raise grad_accum" "$W/oom2-small.log" && [ -n "$before" ] && [ "$(sums)" = "$before" ]' \
+    "resumed on a device too small for the workspace: exit $rc2 (want 1; the stop $rc, want 75), the checkpoint and the first steps' metrics unchanged: $(tail -n 1 "$W/oom2-small.log")"
+timeout 300 "$EMU" $T --out "$W/oom2" >"$W/oom2-resume.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && [ -n "$(crc "$W/oom2")" ]' "then resumed on the full device: exit $rc (want 0), params_crc32 $(crc "$W/oom2")"
+echo "out of device memory: $(tail -n 1 "$W/oom2-small.log")"
 echo "ran in $((SECONDS - t0)) s"
 finish

@@ -48,6 +48,9 @@ void *sg_scratch(int slot, size_t bytes);
  * know them.  sg_malloc leaves no sticky error behind a failure. */
 cudaError_t sg_malloc(void **p, size_t bytes);
 cudaError_t sg_free(void *p);
+/* A buffer the step cannot do without (scratch) was refused: says so, with
+ * the sizes and what to change, and exits 1. */
+void sg_out_of_memory(size_t bytes, const char *what) __attribute__((noreturn));
 /* The matmuls forget the bf16 copies they keep for the backward (matmul.cu):
  * called when any op buffer is freed. */
 void sg_matmul_forget(void);

@@ -55,6 +55,18 @@ extern "C" cudaError_t sg_free(void *p) {
     return cudaErrorInvalidDevicePointer; /* not ours: a bug, reported by the caller's check */
 }
 
+/* A buffer a step cannot do without could not be had (the others fall
+ * back: a cast into scratch instead of a kept copy).  What was asked and
+ * what is held, and what to change, then exit 1: a micro-batch too large
+ * for the device is a setting, not a fault. */
+extern "C" void sg_out_of_memory(size_t bytes, const char *what) {
+    fprintf(stderr,
+            "sgtrain: out of device memory: %s of %.3f GiB could not be had, with %.3f GiB held (at most %.3f); "
+            "lower micro_batch and raise grad_accum to keep the batch\n",
+            what, bytes / 1073741824.0, g_now / 1073741824.0, g_peak / 1073741824.0);
+    exit(1);
+}
+
 extern "C" size_t op_memory_now(void) { return g_now; }
 extern "C" size_t op_memory_peak(void) { return g_peak; }
 /* bench_gpu: each tier's peak from what is held as it starts */

@@ -278,7 +278,9 @@ extern "C" void op_adamw_multi(real *p, real *m, real *v, const real *g, long ba
         if (nw > g_work_cap) {
             CUDA_CHECK(cudaStreamSynchronize(sg_stream())); /* a queued launch may still read the old table */
             CUDA_CHECK(sg_free(g_work_dev));
-            CUDA_CHECK(sg_malloc((void **)&g_work_dev, sizeof *w * (size_t)nw));
+            g_work_dev = NULL, g_work_cap = 0;
+            if (sg_malloc((void **)&g_work_dev, sizeof *w * (size_t)nw) != cudaSuccess)
+                sg_out_of_memory(sizeof *w * (size_t)nw, "AdamW's segment table");
             g_work_cap = nw;
         }
         /* waited for on both sides: the launches queued before may read the

@@ -78,7 +78,8 @@ extern "C" void *sg_scratch(int slot, size_t bytes) {
         CUDA_CHECK(sg_free(g_scratch[slot]));
     }
     size_t want = bytes + bytes / 4; /* grow with headroom: shapes repeat every step */
-    CUDA_CHECK(sg_malloc(&g_scratch[slot], want));
+    g_scratch[slot] = NULL, g_scratch_bytes[slot] = 0;
+    if (sg_malloc(&g_scratch[slot], want) != cudaSuccess) sg_out_of_memory(want, "a scratch buffer");
     g_scratch_bytes[slot] = want;
     return g_scratch[slot];
 }

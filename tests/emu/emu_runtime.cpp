@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <random>
+#include <unordered_map>
 
 #include "cublasLt.h"
 #include "cublas_v2.h"
@@ -227,16 +228,39 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
 
 /* ---- device memory: host memory, as cudaMalloc aligned ---- */
 
+/* A device of EMU_DEVICE_BYTES (unset: as much as the host has), so that
+ * the tests can run out of device memory: the bytes held, by buffer. */
+namespace emu {
+static std::unordered_map<void *, size_t> held_by;
+static size_t held;
+static size_t capacity(void) {
+    static size_t c = 0;
+    if (!c) {
+        const char *e = getenv("EMU_DEVICE_BYTES");
+        c = e && *e ? (size_t)strtoull(e, NULL, 10) : SIZE_MAX;
+    }
+    return c;
+}
+}  // namespace emu
+
 /* 256-byte aligned and uninitialised (NaN bytes), as the device's */
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return cudaErrorInvalidValue;
     const size_t n = (bytes + 255) / 256 * 256;
+    if ((n ? n : 256) > emu::capacity() - emu::held) return cudaErrorMemoryAllocation;
     *p = aligned_alloc(256, n ? n : 256);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xff, n);
+    emu::held_by[*p] = n ? n : 256;
+    emu::held += n ? n : 256;
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    auto it = emu::held_by.find(p);
+    if (it != emu::held_by.end()) {
+        emu::held -= it->second;
+        emu::held_by.erase(it);
+    }
     free(p);
     return cudaSuccess;
 }
@@ -328,11 +352,13 @@ cublasHandle_t sg_cublas(void) {
  * cudaMalloc'ed buffers. */
 cudaError_t sg_malloc(void **p, size_t bytes); /* device_memory.cu: counted */
 cudaError_t sg_free(void *p);
+void sg_out_of_memory(size_t bytes, const char *what) __attribute__((noreturn));
 void *sg_scratch(int slot, size_t bytes) {
     static void *buf[16];
     if (slot < 0 || slot >= 16) abort();
     if (buf[slot] && sg_free(buf[slot])) abort();
-    if (sg_malloc(&buf[slot], bytes)) abort();
+    buf[slot] = nullptr;
+    if (sg_malloc(&buf[slot], bytes)) sg_out_of_memory(bytes, "a scratch buffer");
     return buf[slot];
 }
 }
