@@ -512,12 +512,13 @@ EMU_DEVICE_BYTES=100000 timeout 300 "$EMU" $T --out "$W/oom1" >"$W/oom1.log" 2>&
 check '[ $rc -eq 2 ] && grep -q "out of memory allocating [0-9]* parameters" "$W/oom1.log" && [ ! -e "$W/oom1" ]' \
     "a device too small for the parameters: exit $rc (want 2, a setting refused before the run starts; no run directory), $(tail -n 1 "$W/oom1.log")"
 timeout 300 "$EMU" $T --stop_at 3 --out "$W/oom2" >"$W/oom2.log" 2>&1; rc=$?
-sums() { (cd "$W/oom2" && md5sum checkpoint.bin config.yaml && head -n 6 metrics.jsonl | md5sum) 2>/dev/null; }
+# (config.yaml is rewritten by every run with its own command's settings)
+sums() { (cd "$W/oom2" && md5sum checkpoint.bin metrics.jsonl) 2>/dev/null; }
 before=$(sums)
 EMU_DEVICE_BYTES=16000000 timeout 300 "$EMU" $T --out "$W/oom2" >"$W/oom2-small.log" 2>&1; rc2=$?
 check '[ $rc -eq 75 ] && [ $rc2 -eq 1 ] && grep -Eq "out of device memory: a scratch buffer of [0-9.]+ GiB could not be had" "$W/oom2-small.log" &&
        grep -q "lower micro_batch and raise grad_accum" "$W/oom2-small.log" && [ -n "$before" ] && [ "$(sums)" = "$before" ]' \
-    "resumed on a device too small for the workspace: exit $rc2 (want 1; the stop $rc, want 75), the checkpoint and the first steps' metrics unchanged: $(tail -n 1 "$W/oom2-small.log")"
+    "resumed on a device too small for the workspace: exit $rc2 (want 1; the stop $rc, want 75), the checkpoint and the metrics unchanged: $(tail -n 1 "$W/oom2-small.log")"
 timeout 300 "$EMU" $T --out "$W/oom2" >"$W/oom2-resume.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/oom2")" ]' "then resumed on the full device: exit $rc (want 0), params_crc32 $(crc "$W/oom2")"
 echo "out of device memory: $(tail -n 1 "$W/oom2-small.log")"
