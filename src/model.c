@@ -321,9 +321,10 @@ static real *carve(Carver *c, long n) {
 }
 
 /* A promised tensor's reals (ops.h, op_promised_len): all n on the CPU, and
- * on a GPU that keeps only the bf16 values of a tensor promised as a bf16
- * or attention operand, half.  qkv_on: each layer's qkv and vg are
- * promised (promise_acts), as they are while no analysis hook runs. */
+ * half on a GPU that keeps only its bf16 values (a bf16 or attention
+ * operand) or only its twin, in place (a tensor promised to matmuls).
+ * qkv_on: each layer's qkv and vg are promised (promise_acts), as they are
+ * while no analysis hook runs. */
 static long layout_acts(Model *m, int B, real *base, int qkv_on) {
     Carver cv = {base, 0};
     const Arm *arm = m->arm;
@@ -423,9 +424,9 @@ static void release_acts(Model *m) {
 
 /* The activations of a micro-batch of B, laid out for the hooks' state:
  * with hooks (or a single row), qkv and vg are not promised and take all
- * their reals.  A
- * layout that fits the buffer is made in it; a larger one gets a new
- * buffer.  Each new layout ends every promise of the old one first. */
+ * their reals.  A layout that fits the buffer is made in it; a larger one
+ * gets a new buffer.  Each new layout ends every promise of the old one
+ * first. */
 static void ensure_acts(Model *m, int B) {
     /* k = qkv + C and v = qkv + 2C must lie within qkv's reals (ops.h),
      * which a single row (B T = 1) laid out compact would not give */

@@ -297,6 +297,7 @@ for arm in baseline combo2; do
         "d64 $arm SG_BF16_OPERANDS=0: against the CPU, nothing stored in bf16, other bits than bf16's"$'\n'"$out"$'\n'"$(tail -n 2 "$W/bf16off-$arm.log")"
 done
 bad_env SG_BF16_OPERANDS 2 no
+bad_env SG_COMPACT_ACTS 2 half
 
 "$B/sgtrain" $T --out "$W/cpu" 2>/dev/null
 SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1" 2>"$W/g1.log"; rc=$?

@@ -259,9 +259,10 @@ __attribute__((constructor)) static void bf16_operands_check_env(void) {
     exit(2);
 }
 
-/* SG_COMPACT_ACTS: 1 (or unset) the bf16-stored tensors laid out in half
- * their reals (op_promised_len), 0 in all of them, as before: the same
- * bits either way, in more memory; -1 a bad value */
+/* SG_COMPACT_ACTS: 1 (or unset) the tensors kept in bf16 alone (stored so,
+ * or as their twins) laid out in half their reals (op_promised_len), 0 in
+ * all of them, as before: the same bits either way, in more memory; -1 a
+ * bad value */
 static int compact_env(void) {
     const char *e = getenv("SG_COMPACT_ACTS");
     if (!e || !*e || !strcmp(e, "1")) return 1;
@@ -421,7 +422,7 @@ static void need_fp32(const float *src, long n, const char *role) {
 static Kept *kept_slot(const float *src, long n) {
     Kept *k = kept_find(src, n);
     const int inplace = in_place(src, n);
-    if (k && k->inplace != inplace) k->src = NULL, k = NULL; /* the tensor was laid out again */
+    if (k && k->inplace != inplace) k->src = NULL, k->only = 0, k = NULL; /* the tensor was laid out again */
     if (!k) {
         for (int i = 0; i < KEPT; i++) { /* a free slot, else the least recently used unpinned one */
             Kept *c = &g_kept[i];
