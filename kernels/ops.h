@@ -305,10 +305,9 @@ void op_sync(void);
 int op_host_memory(void);
 /* "cpu" or "cuda (device name)" */
 const char *op_backend(void);
-/* Device memory the backend's buffers hold now, and the most they held at
- * once since the program started, in bytes: op_alloc's and the backend's
- * own (scratch, copies).  0 on a backend whose buffers are host memory. */
-size_t op_memory_now(void);
+/* The most device memory the backend's buffers held at once since the
+ * program started, in bytes: op_alloc's and the backend's own (scratch,
+ * copies).  0 on a backend whose buffers are host memory. */
 size_t op_memory_peak(void);
 
 #ifdef __cplusplus

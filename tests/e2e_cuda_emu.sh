@@ -65,7 +65,7 @@ for op in fwd bwd decode_fwd decode_bwd probs apply; do
 done
 for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand promised_len params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd add embed_fwd \
     embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
-    host_memory sync backend memory_now memory_peak; do
+    host_memory sync backend memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds

@@ -44,8 +44,8 @@ cublasHandle_t sg_cublas(void); /* bound to sg_stream() */
  * (grown when needed); valid until the next sg_scratch call with the same slot. */
 void *sg_scratch(int slot, size_t bytes);
 /* Device buffers, counted (device_memory.cu): cudaMalloc and cudaFree for
- * every buffer the backend holds, so that op_memory_now and op_memory_peak
- * know them.  sg_malloc leaves no sticky error behind a failure. */
+ * every buffer the backend holds, so that op_memory_peak and
+ * sg_out_of_memory know them.  sg_malloc leaves no sticky error behind a failure. */
 cudaError_t sg_malloc(void **p, size_t bytes);
 cudaError_t sg_free(void *p);
 /* A buffer the step cannot do without (scratch) was refused: says so, with

@@ -67,7 +67,6 @@ extern "C" void sg_out_of_memory(size_t bytes, const char *what) {
     exit(1);
 }
 
-extern "C" size_t op_memory_now(void) { return g_now; }
 extern "C" size_t op_memory_peak(void) { return g_peak; }
 /* bench_gpu: each tier's peak from what is held as it starts */
 extern "C" void sg_memory_peak_reset(void) { g_peak = g_now; }

@@ -246,13 +246,13 @@ static size_t capacity(void) {
 /* 256-byte aligned and uninitialised (NaN bytes), as the device's */
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return cudaErrorInvalidValue;
-    const size_t n = (bytes + 255) / 256 * 256;
-    if ((n ? n : 256) > emu::capacity() - emu::held) return cudaErrorMemoryAllocation;
-    *p = aligned_alloc(256, n ? n : 256);
+    const size_t n = bytes ? (bytes + 255) / 256 * 256 : 256;
+    if (n > emu::capacity() - emu::held) return cudaErrorMemoryAllocation;
+    *p = aligned_alloc(256, n);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xff, n);
-    emu::held_by[*p] = n ? n : 256;
-    emu::held += n ? n : 256;
+    emu::held_by[*p] = n;
+    emu::held += n;
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {

@@ -41,5 +41,4 @@
 #define op_host_memory cpu_op_host_memory
 #define op_sync cpu_op_sync
 #define op_backend cpu_op_backend
-#define op_memory_now cpu_op_memory_now
 #define op_memory_peak cpu_op_memory_peak
