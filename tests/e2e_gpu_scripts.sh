@@ -54,4 +54,46 @@ check '[ $rc -eq 1 ] && [ -z "$out" ] && grep -q "missing.txt" "$W/err"' \
 
 expect 2 "usage: ab_choose.py TIER" -- $CHOOSE 124M
 expect 2 "usage: ab_choose.py TIER" -- $CHOOSE 124M "$W/mma.txt"
+
+# tests/gpu/bench.sh's summary, from a stand-in bench_gpu that writes the
+# JSON the real one writes (tests/gpu/bench_gpu.c) with made-up rates: the
+# 124M tier at micro-batch 8 and with the whole batch of 32 in one.  With no
+# GPU, PyTorch's part is skipped with a note (torch without CUDA, or none).
+mkdir -p "$W/b/cuda"
+cat >"$W/b/cuda/bench_gpu" <<'FAKE'
+#!/usr/bin/env bash
+mb=8 json= tier=
+while [ $# -gt 0 ]; do
+    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; esac
+    shift
+done
+[ -n "$json" ] || exit 0
+case $mb in 32) b=0.40 c=0.39 tb=500000 tc=487500 ;; *) b=0.25 c=0.24 tb=300000 tc=288000 ;; esac
+row() { echo "\"$1\": {\"ok\": true, \"micro_batch\": $mb, \"block_size\": 1024, \"tokens_per_s\": $2, \"mfu\": $3}"; }
+echo "{\"peak_tflops\": 989.4, \"train\": {\"$tier\": {$(row baseline $tb $b), $(row combo2 $tc $c)}}}" >"$json"
+echo "$tier baseline $tb"
+FAKE
+chmod +x "$W/b/cuda/bench_gpu"
+OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" >"$W/bench.log" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ]' \
+    "bench.sh ran the 124M tier at micro-batch 32 as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
+check 'grep -q "2. 124M at >= 45% MFU: NOT met (baseline 25.0%, combo2 24.0%, peak 989.4 TFLOP/s); with the whole batch of 32 in one micro-batch: baseline 40.0%, combo2 39.0%" "$W/bench/summary.txt"' \
+    "goal 2 names both micro-batches:"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
+check 'python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))
+w = s[\"tiers_whole_batch\"][\"124M\"]
+assert w[\"baseline\"] == {\"mfu\": 0.40, \"sinkgate_tokens_per_s\": 500000, \"micro_batch\": 32}, w
+assert s[\"goals\"][\"mfu_124M_ge_45pct\"] is False
+assert abs(s[\"tiers\"][\"124M\"][\"combo2_over_baseline\"] - 0.96) < 1e-12
+" "$W/bench/summary.json"' "summary.json holds the whole-batch row and goal 2 from the better of the two"
+sed -i 's/case $mb in 32) b=0.40/case $mb in 32) b=0.46/' "$W/b/cuda/bench_gpu"
+OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" >"$W/bench.log" 2>&1
+check 'grep -q "2. 124M at >= 45% MFU: MET (baseline 25.0%.*whole batch of 32 in one micro-batch: baseline 46.0%" "$W/bench/summary.txt"' \
+    "goal 2 is met by the whole-batch row alone:"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
+OUT="$W/bench" BENCH_GPU_TIERS=10M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" >"$W/bench.log" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ ! -e "$W/bench/sinkgate-124M-mb32.json" ] && grep -q "2. 124M at >= 45% MFU: n/a (not measured)$" "$W/bench/summary.txt"' \
+    "without the 124M tier there is no whole-batch run, and goal 2 is not measured (exit $rc):"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
 finish
