@@ -309,6 +309,13 @@ const char *op_backend(void);
  * program started, in bytes: op_alloc's and the backend's own (scratch,
  * copies).  0 on a backend whose buffers are host memory. */
 size_t op_memory_peak(void);
+/* The peak from now on counts from what is held now (op_memory_peak). */
+void op_memory_peak_reset(void);
+/* The device's memory: *total its size, *room what the backend holds now
+ * plus what the device has free, i.e. the most the backend could hold
+ * (the CUDA context and other processes excluded).  0, and both 0, on a
+ * backend whose buffers are host memory. */
+int op_memory_room(size_t *room, size_t *total);
 
 #ifdef __cplusplus
 }

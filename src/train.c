@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "batch_split.h"
 #include "checkpoint.h"
 #include "dist.h"
 #include "eval.h"
@@ -67,6 +68,7 @@ typedef struct {
     int sharded;         /* ZeRO-1 over several ranks: the AdamW state is this rank's shard */
     char fail_reason[256]; /* why the run failed, for failed.json */
     long fail_step;
+    BatchSplit split;    /* auto_micro_batch's choice; zero without it */
 } Run;
 
 /* A failed run says so in its directory (failed.json), so that sweeps and
@@ -257,6 +259,39 @@ static const char *device_memory_note(void) {
     return note;
 }
 
+/* bytes as GiB, MiB or KiB, whichever reads best */
+static const char *bytes_str(char *buf, size_t n, size_t bytes) {
+    if (bytes >= (size_t)1 << 30)
+        snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= (size_t)1 << 20)
+        snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+    else
+        snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+/* what auto_micro_batch chose, and from what */
+static void log_split(const Config *c, const BatchSplit *s) {
+    char a[32], b[32], d[32];
+    fprintf(stderr, "sgtrain: auto_micro_batch: %d sequences a step as %d micro-batch%s of %d",
+            c->micro_batch * c->grad_accum, s->grad_accum, s->grad_accum == 1 ? "" : "es", s->micro_batch);
+    if (dist()->size > 1) fprintf(stderr, " (%d a rank)", s->grad_accum / dist()->size);
+    if (s->measured) {
+        fprintf(stderr, "; device footprint %s at micro-batch 1, %s%s a further sequence%s: %s at %d",
+                bytes_str(a, sizeof a, s->at1), s->probed2 ? "" : "at most ", bytes_str(b, sizeof b, s->per_seq),
+                s->probed2 ? "" : " (no probe at 2: it might not fit)", bytes_str(d, sizeof d, s->predicted),
+                s->micro_batch);
+        if (s->checked) fprintf(stderr, " (measured %s)", bytes_str(a, sizeof a, s->checked));
+        if (s->next_predicted) fprintf(stderr, ", %s at the next size", bytes_str(a, sizeof a, s->next_predicted));
+        fprintf(stderr, ", of %s less %s kept free", bytes_str(a, sizeof a, s->room),
+                bytes_str(b, sizeof b, s->keep_free));
+    } else if (s->room)
+        fprintf(stderr, "; one sequence a rank");
+    else
+        fprintf(stderr, "; no device memory to fill: at most micro_batch %d", c->micro_batch);
+    fputc('\n', stderr);
+}
+
 static int write_result(Run *r, long steps, double val_loss, double wall, double tok_s) {
     const Config *c = r->c;
     char *buf = NULL;
@@ -275,6 +310,18 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
     fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
     fprintf(f, "  \"ranks\": %d,\n", dist()->size);
+    /* the split used, and auto_micro_batch's measurements (rank 0's) */
+    const BatchSplit *s = &r->split;
+    fprintf(f, "  \"batch_split\": {\"micro_batch\": %d, \"grad_accum\": %d, \"auto\": %s", r->m.cfg.micro_batch,
+            r->m.cfg.grad_accum, c->auto_micro_batch ? "true" : "false");
+    if (s->measured)
+        fprintf(f,
+                ", \"footprint_at_1_bytes\": %zu, \"per_sequence_bytes\": %zu, \"predicted_bytes\": %zu, "
+                "\"measured_bytes\": %zu, \"next_predicted_bytes\": %zu, \"room_bytes\": %zu, \"kept_free_bytes\": %zu, "
+                "\"probed_at_2\": %s",
+                s->at1, s->per_seq, s->predicted, s->checked, s->next_predicted, s->room, s->keep_free,
+                s->probed2 ? "true" : "false");
+    fprintf(f, "},\n");
     /* rank 0's: the device's buffers at their most (0 on the CPU, whose
      * buffers are host memory), the activations' share of them, and the
      * process's peak resident size (what a Slurm --mem must cover) */
@@ -320,7 +367,8 @@ static void log_metrics(Run *r, const char *fmt, ...) {
 static int run_loop(Run *r, long start) {
     const Config *c = r->c;
     Model *m = &r->m;
-    int Bm = c->micro_batch, T = c->block_size, A = c->grad_accum;
+    /* the split of a step's sequences (batch_split.h): m->cfg's */
+    int Bm = m->cfg.micro_batch, T = c->block_size, A = m->cfg.grad_accum;
     long G = (long)Bm * A;
     int32_t *win = malloc(sizeof(int32_t) * (size_t)Bm * (T + 1));
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bm * T);
@@ -514,7 +562,12 @@ int train_run(const Config *c) {
         fprintf(stderr, "sgtrain: %s\n", err);
         goto done;
     }
-    if (c->grad_accum % dist()->size) {
+    if (c->auto_micro_batch) {
+        if (batch_split_check(c, dist()->size, err, sizeof err)) {
+            if (dist_root()) fprintf(stderr, "sgtrain: %s\n", err);
+            goto done;
+        }
+    } else if (c->grad_accum % dist()->size) {
         if (dist_root())
             fprintf(stderr, "sgtrain: grad_accum %d is not a multiple of the %d ranks: each rank takes an equal "
                             "share of the micro-batches (set grad_accum, and micro_batch to keep the batch)\n",
@@ -575,6 +628,10 @@ int train_run(const Config *c) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (c->auto_micro_batch) {
+        batch_split_plan(&r.m, c, dist()->size, &r.split);
+        if (dist_root()) log_split(c, &r.split);
+    }
     if (dist_root()) {
         fprintf(stderr, "sgtrain: %s arm %s seed %ld: %ld params (%ld non-embedding, %ld for the arm), "
                         "%d threads, BLAS %s",

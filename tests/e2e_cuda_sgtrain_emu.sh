@@ -523,5 +523,46 @@ check '[ $rc -eq 75 ] && [ $rc2 -eq 1 ] && grep -Eq "out of device memory: a scr
 timeout 300 "$EMU" $T --out "$W/oom2" >"$W/oom2-resume.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && [ -n "$(crc "$W/oom2")" ]' "then resumed on the full device: exit $rc (want 0), params_crc32 $(crc "$W/oom2")"
 echo "out of device memory: $(tail -n 1 "$W/oom2-small.log")"
+
+# auto_micro_batch (src/batch_split.h) on the emulated device: probes at
+# micro-batch 1 and 2 draw the footprint's line, the choice is measured, and
+# the run is bitwise the explicit split.
+bs() { sed -nE "s/.*\"batch_split\": \{(.*)\},?\$/\1/p" "$1/result.json" 2>/dev/null; }
+bsv() { bs "$1" | sed -nE "s/.*\"$2\": ([0-9a-z]*).*/\1/p"; }
+peak() { sed -nE 's/.*"device_peak_bytes": ([0-9]*).*/\1/p' "$1/result.json" 2>/dev/null; }
+# the test tier, 4 sequences a step, on a device of 1 TiB: all 4 at once
+timeout 300 "$EMU" $T --auto_micro_batch true --out "$W/auto" >"$W/auto.log" 2>&1; rc=$?
+timeout 300 "$EMU" $T --micro_batch 4 --grad_accum 1 --out "$W/exp4" >/dev/null 2>&1
+check '[ $rc -eq 0 ] && [ "$(bsv "$W/auto" micro_batch)/$(bsv "$W/auto" grad_accum)" = 4/1 ] &&
+       [ -n "$(crc "$W/auto")" ] && [ "$(crc "$W/auto")" = "$(crc "$W/exp4")" ] && [ "$(peak "$W/auto")" = "$(peak "$W/exp4")" ]' \
+    "4 sequences on a large device: one micro-batch of 4, bitwise micro_batch 4 x grad_accum 1, the same device peak (exit $rc; $(crc "$W/auto") $(crc "$W/exp4"); $(peak "$W/auto") $(peak "$W/exp4")): $(grep -m1 auto_micro_batch "$W/auto.log")"
+# the probe at the choice measures what the run holds, to the optimizer's
+# few bytes; the line is within 1% of the per-sequence part
+check 'awk -v m="$(bsv "$W/auto" measured_bytes)" -v p="$(peak "$W/auto")" -v l="$(bsv "$W/auto" predicted_bytes)" \
+           -v a="$(bsv "$W/auto" footprint_at_1_bytes)" -v s="$(bsv "$W/auto" per_sequence_bytes)" \
+           "BEGIN { d = l - m; if (d < 0) d = -d; exit !(m > 0 && p >= m && p - m <= 4096 && d <= 0.01 * 4 * s && a > 0 && s > 0) }"' \
+    "measured at 4: $(bsv "$W/auto" measured_bytes) B, the run held $(peak "$W/auto"), the line said $(bsv "$W/auto" predicted_bytes)"
+# a device that micro-batch 1 half fills: no probe at 2 (it might not
+# fit), and micro-batch 1, the split asked for, bitwise
+cap=$(( $(bsv "$W/auto" footprint_at_1_bytes) * 3 / 2 ))
+EMU_DEVICE_BYTES=$cap timeout 300 "$EMU" $T --auto_micro_batch true --out "$W/auto1" >"$W/auto1.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && [ "$(bsv "$W/auto1" micro_batch)/$(bsv "$W/auto1" grad_accum)" = 1/4 ] && [ -n "$(crc "$W/g1")" ] && [ "$(crc "$W/auto1")" = "$(crc "$W/g1")" ] &&
+       [ "$(bsv "$W/auto1" probed_at_2)" = false ] && [ "$(bsv "$W/auto" probed_at_2)" = true ] && grep -q "(no probe at 2: it might not fit)" "$W/auto1.log"' \
+    "on $cap bytes, micro-batch 1 (exit $rc), bitwise the run asked for: $(grep -m1 auto_micro_batch "$W/auto1.log")"
+# where the logits count: vocabulary 16384 and context 256 (10 MB a
+# sequence), 8 sequences a step, on a device whose budget (15/16 of it)
+# lies halfway between the line's P(4) and P(8): 2 micro-batches of 4
+"$B/sgsynth" --out "$W/dv" --vocab 16384 --val-tokens 8000 --train-tokens 40000 --shard-tokens 20000 >/dev/null
+V="train --tier test --arm combo2 --vocab_size 16384 --block_size 256 --micro_batch 1 --grad_accum 8 --iters 2
+   --warmup 1 --val_every 0 --val_batches 1 --val_batches_final 1 --ckpt_every 0 --data $W/dv"
+timeout 300 "$EMU" $V --micro_batch 8 --grad_accum 1 --auto_micro_batch true --out "$W/autov" >"$W/autov.log" 2>&1
+a=$(bsv "$W/autov" footprint_at_1_bytes) s=$(bsv "$W/autov" per_sequence_bytes)
+cap=$(( (a + 3 * s + a + 7 * s) / 2 * 16 / 15 ))
+EMU_DEVICE_BYTES=$cap timeout 300 "$EMU" $V --auto_micro_batch true --out "$W/autov4" >"$W/autov4.log" 2>&1; rc=$?
+EMU_DEVICE_BYTES=$cap timeout 300 "$EMU" $V --micro_batch 4 --grad_accum 2 --out "$W/expv4" >/dev/null 2>&1; rc2=$?
+check '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(bsv "$W/autov" micro_batch)" = 8 ] && [ "$(bsv "$W/autov4" micro_batch)/$(bsv "$W/autov4" grad_accum)" = 4/2 ] &&
+       [ -n "$(crc "$W/autov4")" ] && [ "$(crc "$W/autov4")" = "$(crc "$W/expv4")" ] &&
+       [ "$(bsv "$W/autov4" measured_bytes)" -le $((cap - cap / 16)) ] && [ "$(bsv "$W/autov4" next_predicted_bytes)" -gt $((cap - cap / 16)) ]' \
+    "on $cap bytes, 8 sequences as 2 micro-batches of 4 (exit $rc, $rc2), bitwise micro_batch 4 x grad_accum 2; measured within the budget, P(8) over it: $(grep -m1 auto_micro_batch "$W/autov4.log")"
 echo "ran in $((SECONDS - t0)) s"
 finish

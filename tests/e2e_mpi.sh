@@ -198,6 +198,38 @@ check '[ -z "$(pgrep -f "sgtrain train.*$W/kill")" ]' "no rank is left running"
 # bad input: the micro-batches do not split evenly
 out=$(timeout 60 $MPI -n 3 "$SG" $T --out "$W/odd" 2>&1); rc=$?
 check '[ $rc -ne 0 ] && grep -q "grad_accum 4 is not a multiple of the 3 ranks" <<<"$out"' "grad_accum not divisible by the ranks is refused ($rc)"
+# auto_micro_batch (src/batch_split.h): the step's 8 sequences shared by the
+# ranks, in micro-batches of at most micro_batch on the CPU.  On 4 ranks,
+# micro_batch 4 x grad_accum 2 is refused without it (2 micro-batches for 4
+# ranks) and split as 4 micro-batches of 2 with it: the run 4 ranks train
+# with micro_batch 2 x grad_accum 4, bitwise.
+A="train --tier test --micro_batch 4 --grad_accum 2 --iters 30 --val_every 10 --ckpt_every 0 --data $W/d"
+out=$(timeout 60 $MPI -n 4 "$SG" $A --out "$W/noauto" 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "grad_accum 2 is not a multiple of the 4 ranks" <<<"$out" && [ ! -e "$W/noauto" ]' \
+    "micro_batch 4 x grad_accum 2 on 4 ranks is refused without auto_micro_batch ($rc)"
+timeout 120 $MPI -n 4 "$SG" $A --auto_micro_batch true --out "$W/auto4" 2>"$W/auto4.log"; rc=$?
+check '[ $rc -eq 0 ] && grep -q "auto_micro_batch: 8 sequences a step as 4 micro-batches of 2 (1 a rank); no device memory to fill: at most micro_batch 4" "$W/auto4.log" &&
+       grep -q "\"batch_split\": {\"micro_batch\": 2, \"grad_accum\": 4, \"auto\": true}" "$W/auto4/result.json" &&
+       grep -q "^micro_batch: 4$" "$W/auto4/config.yaml" && grep -q "^auto_micro_batch: true$" "$W/auto4/config.yaml"' \
+    "with auto_micro_batch 4 ranks take 4 micro-batches of 2; config.yaml keeps micro_batch 4 ($rc): $(grep -m1 auto_micro_batch "$W/auto4.log")"
+check '[ -n "$(json_crc "$W/auto4")" ] && [ "$(json_crc "$W/auto4")" = "$(json_crc "$W/r4")" ] && [ "$(losses "$W/auto4"; vals "$W/auto4")" = "$(losses "$W/r4"; vals "$W/r4")" ]' \
+    "... bitwise the run of micro_batch 2 x grad_accum 4 on 4 ranks (params_crc32 $(json_crc "$W/auto4") and $(json_crc "$W/r4"))"
+# one process: the configured split itself (4 divides 8), bitwise
+"$SG" $A --out "$W/e42" 2>/dev/null
+"$SG" $A --auto_micro_batch 1 --out "$W/a42" 2>"$W/a42.log"; rc=$?
+check '[ $rc -eq 0 ] && [ "$(json_crc "$W/a42")" = "$(json_crc "$W/e42")" ] && grep -q "as 2 micro-batches of 4;" "$W/a42.log"' \
+    "one process: 2 micro-batches of 4, bitwise micro_batch 4 x grad_accum 2 ($rc): $(grep -m1 auto_micro_batch "$W/a42.log")"
+# 4 x 3 = 12 sequences on 2 ranks: 6 a rank, in micro-batches of 3 (the
+# largest divisor of 6 not above 4), bitwise micro_batch 3 x grad_accum 4
+B3="train --tier test --iters 12 --val_every 6 --ckpt_every 0 --data $W/d"
+timeout 120 $MPI -n 2 "$SG" $B3 --micro_batch 4 --grad_accum 3 --auto_micro_batch on --out "$W/a43" 2>"$W/a43.log"; rc=$?
+timeout 120 $MPI -n 2 "$SG" $B3 --micro_batch 3 --grad_accum 4 --out "$W/e34" 2>/dev/null
+check '[ $rc -eq 0 ] && grep -q "12 sequences a step as 4 micro-batches of 3 (2 a rank)" "$W/a43.log" &&
+       [ -n "$(json_crc "$W/a43")" ] && [ "$(json_crc "$W/a43")" = "$(json_crc "$W/e34")" ]' \
+    "2 ranks: 12 sequences as 4 micro-batches of 3, bitwise micro_batch 3 x grad_accum 4 ($rc): $(grep -m1 auto_micro_batch "$W/a43.log")"
+out=$(timeout 60 $MPI -n 3 "$SG" $A --auto_micro_batch true --out "$W/auto3" 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "auto_micro_batch: the 8 sequences of a step (micro_batch 4 x grad_accum 2) do not split evenly over 3 ranks" <<<"$out" && [ ! -e "$W/auto3" ]' \
+    "auto_micro_batch: 8 sequences over 3 ranks are refused, exit 2, no run directory ($rc)"
 # a launcher MPI does not understand
 out=$(SLURM_STEP_NUM_TASKS=4 "$SG" $T --out "$W/pmi" 2>&1); rc=$?
 check '[ $rc -eq 2 ] && grep -q "launcher started 4 processes (SLURM_STEP_NUM_TASKS) but MPI sees 1" <<<"$out"' "a launcher MPI does not speak is named ($rc)"

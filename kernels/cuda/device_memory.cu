@@ -68,5 +68,12 @@ extern "C" void sg_out_of_memory(size_t bytes, const char *what) {
 }
 
 extern "C" size_t op_memory_peak(void) { return g_peak; }
-/* bench_gpu: each tier's peak from what is held as it starts */
-extern "C" void sg_memory_peak_reset(void) { g_peak = g_now; }
+extern "C" void op_memory_peak_reset(void) { g_peak = g_now; }
+
+extern "C" int op_memory_room(size_t *room, size_t *total) {
+    size_t free_b = 0, total_b = 0;
+    sg_stream(); /* the context exists before it is asked */
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    *room = free_b + g_now, *total = total_b;
+    return 1;
+}

@@ -73,6 +73,8 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute attr, int v) {
 /* emu_runtime.cpp */
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+/* free: what EMU_DEVICE_BYTES leaves (1 TiB when it is unset) */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 template <class T>
 cudaError_t cudaMalloc(T **p, size_t bytes) { /* the runtime header's typed overload */
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);

@@ -255,6 +255,12 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     emu::held += n;
     return cudaSuccess;
 }
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    const size_t cap = std::min(emu::capacity(), (size_t)1 << 40);
+    *total_bytes = cap;
+    *free_bytes = cap > emu::held ? cap - emu::held : 0;
+    return cudaSuccess;
+}
 cudaError_t cudaFree(void *p) {
     auto it = emu::held_by.find(p);
     if (it != emu::held_by.end()) {

@@ -128,14 +128,13 @@ typedef struct {
     } site[TOP_SITES];
 } TrainResult;
 
-void sg_memory_peak_reset(void); /* kernels/cuda/device_memory.cu */
 
 static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
     TrainResult r;
     memset(&r, 0, sizeof r);
     /* what this tier holds at most, and what earlier tiers left held (the
      * scratch slots, which never shrink) */
-    sg_memory_peak_reset();
+    op_memory_peak_reset();
     r.mfu = NAN;
     Config c;
     double t_setup = prof_now();

@@ -42,3 +42,5 @@
 #define op_sync cpu_op_sync
 #define op_backend cpu_op_backend
 #define op_memory_peak cpu_op_memory_peak
+#define op_memory_peak_reset cpu_op_memory_peak_reset
+#define op_memory_room cpu_op_memory_room
