@@ -76,6 +76,36 @@ data: {d: /tmp}
 groups:
   g: {tier: test, arms: [sinkgate], seeds: 1}
 EOF
+# a batch the group's ranks cannot share: every task would stop at once
+badsweep ranks 'ranks.yaml:9:16: group g: grad_accum 4 is not a multiple of its 8 ranks \(nodes x gpus_per_node\), each of which takes an equal share of the micro-batches: set grad_accum and micro_batch, or auto_micro_batch: true' <<'EOF'
+name: x
+out: o
+data: {d: /tmp}
+groups:
+  g:
+    tier: 124M
+    arms: [baseline]
+    seeds: 1
+    resources: {nodes: 2, gpus_per_node: 4}
+EOF
+badsweep ranks2 'ranks2.yaml:10:16: group g: auto_micro_batch: the 32 sequences of a step \(micro_batch 8 x grad_accum 4\) do not split evenly over 3 ranks' <<'EOF'
+name: x
+out: o
+data: {d: /tmp}
+set: {auto_micro_batch: true}
+groups:
+  g:
+    tier: 124M
+    arms: [baseline]
+    seeds: 1
+    resources: {gpus_per_node: 3}
+EOF
+# ... and the same 8 GPUs with the batch split 4 a GPU, or by auto_micro_batch
+for fix in "set: {micro_batch: 4, grad_accum: 8}" "set: {auto_micro_batch: on}"; do
+    printf 'name: x\nout: o\ndata: {d: /tmp}\ngroups:\n  g:\n    tier: 124M\n    arms: [baseline]\n    seeds: 1\n    %s\n    resources: {nodes: 2, gpus_per_node: 4}\n' "$fix" >"$W/ranksok.yaml"
+    out=$("$SW" plan "$W/ranksok.yaml" 2>&1); rc=$?
+    check '[ $rc -eq 0 ] && grep -q -- "--nodes=2 --ntasks-per-node=4 --gpus-per-node=4" <<<"$out"' "8 ranks with $fix: planned ($rc): $(head -n 2 <<<"$out")"
+done
 badsweep arm2 'arm2.yaml:7:19: unknown arm "sinkgate"' <<'EOF'
 name: x
 out: o
