@@ -14,7 +14,9 @@
 #  also with dQ from the stored dS, SG_ATTN_DQ=stored; and under SG_ATTN=mma,
 #  the gradients with SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise
 #  those without)
-#  5. `sgtrain analyze` of the same checkpoints on both backends: every loss of
+#  5. auto_micro_batch: the split it chooses trains bitwise like the split
+#     given, and at 124M its measured choice fits the device;
+#  6. `sgtrain analyze` of the same checkpoints on both backends: every loss of
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
 #     and the corruption are fp32 on both).
@@ -112,6 +114,27 @@ SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --grad_accum 2 --out "$W/gpu-mma-combo
 SG_ATTN=mma SG_MATMUL_KEEP=0 "$CB/sgtrain" $T --arm combo2 --grad_accum 2 --out "$W/gpu-mma-combo2-nokeep" 2>/dev/null
 check '[ -n "$(crc $W/gpu-mma-combo2-acc)" ] && [ "$(crc $W/gpu-mma-combo2-acc)" = "$(crc $W/gpu-mma-combo2-nokeep)" ]' \
     "combo2 with SG_ATTN=mma, 2 micro-batches a step: SG_MATMUL_KEEP=0 gives bitwise the parameters of the kept copies ($(crc $W/gpu-mma-combo2-acc) $(crc $W/gpu-mma-combo2-nokeep))"
+
+# auto_micro_batch (src/batch_split.h) on the device: the test tier's 4
+# sequences a step as one micro-batch, bitwise the explicit split; and the
+# 124M tier's 32, whose probes measure the real footprint: the choice
+# measured within the budget, the run's peak within the device, and the
+# next larger split over the budget, if there is one
+bsv() { sed -nE "s/.*\"batch_split\": \{.*\"$2\": ([0-9a-z]+).*/\1/p" "$1/result.json" 2>/dev/null; }
+peak() { sed -nE 's/.*"device_peak_bytes": ([0-9]+).*/\1/p' "$1/result.json" 2>/dev/null; }
+A="train --tier test --arm combo2 --iters 6 --warmup 2 --val_every 0 --ckpt_every 0 --data $W/data"
+SG_ATTN=mma "$CB/sgtrain" $A --micro_batch 1 --grad_accum 4 --auto_micro_batch true --out "$W/auto" 2>"$W/auto.log"
+SG_ATTN=mma "$CB/sgtrain" $A --micro_batch 4 --grad_accum 1 --out "$W/auto-exp" 2>/dev/null
+check '[ "$(bsv "$W/auto" micro_batch)" = 4 ] && [ -n "$(crc "$W/auto")" ] && [ "$(crc "$W/auto")" = "$(crc "$W/auto-exp")" ]' \
+    "auto_micro_batch: the test tier's 4 sequences as one micro-batch, bitwise micro_batch 4 ($(crc "$W/auto") $(crc "$W/auto-exp")): $(grep -m1 auto_micro_batch "$W/auto.log")"
+"$B/sgsynth" --out "$W/data50k" --vocab 50257 --val-tokens 40000 --train-tokens 200000 --shard-tokens 100000 >/dev/null
+SG_ATTN=mma "$CB/sgtrain" train --tier 124M --arm combo2 --iters 2 --warmup 1 --val_every 0 --val_batches_final 1 \
+    --ckpt_every 0 --auto_micro_batch true --data "$W/data50k" --out "$W/auto124" 2>"$W/auto124.log"
+room=$(bsv "$W/auto124" room_bytes) kept=$(bsv "$W/auto124" kept_free_bytes) mb=$(bsv "$W/auto124" micro_batch)
+check '[ -n "$mb" ] && [ "$(bsv "$W/auto124" measured_bytes)" -le $((room - kept)) ] && [ "$(peak "$W/auto124")" -le "$room" ] &&
+       { nx=$(bsv "$W/auto124" next_predicted_bytes); [ "$nx" = 0 ] || [ "$nx" -gt $((room - kept)) ]; }' \
+    "auto_micro_batch at 124M: $(grep -m1 auto_micro_batch "$W/auto124.log"); the run's peak $(peak "$W/auto124") B"
+echo "auto_micro_batch 124M: $(grep -m1 auto_micro_batch "$W/auto124.log"); device peak $(peak "$W/auto124") B; $(grep -m1 '^done:' "$W/auto124.log")"
 
 AN="--batches 2 --batch-size 4 --quiet"
 for arm in baseline sinklogit normgate combo2; do
