@@ -435,6 +435,13 @@ check '[ "$(crc "$W/z2")" = "$(crc "$W/n2")" ] && [ "$(crc "$W/zo2")" = "$(crc "
 run zo4 4 --zero 1 --bucket_mb 0.0005
 check 'ok_run zo4' "4 ranks, ZeRO-1 with buckets, train: $(tail -n 3 "$W/zo4.log")"
 within "$W/zo4" "$W/g1" 1e-5 "4 ranks, ZeRO-1, per-bucket reduces, against 1 rank"
+# auto_micro_batch on 2 ranks: each probes its own device; 2 sequences a
+# rank in one micro-batch, bitwise micro_batch 2 x grad_accum 2
+run a2 2 --auto_micro_batch true --bucket_mb 0.0005
+run x2 2 --micro_batch 2 --grad_accum 2 --bucket_mb 0.0005
+check 'ok_run a2 && ok_run x2 && grep -q "auto_micro_batch: 4 sequences a step as 2 micro-batches of 2 (1 a rank); device footprint" "$W/a2.log" &&
+       [ "$(crc "$W/a2")" = "$(crc "$W/x2")" ]' \
+    "2 ranks, auto_micro_batch: 2 micro-batches of 2, bitwise the explicit split ($(crc "$W/a2") $(crc "$W/x2")): $(grep -m1 auto_micro_batch "$W/a2.log")"
 
 # stopped on 2 ranks with sharded AdamW state, resumed on 1
 run s2 2 --zero 1 --bucket_mb 0.0005 --stop_at 3
