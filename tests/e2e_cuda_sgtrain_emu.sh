@@ -253,6 +253,9 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
 done
 echo "SG_MATMUL_TUNE=1: $(ls "$W"/tune-*.st | wc -l) grads runs bitwise those without; d64 combo2 mma: $(grep -c "^sg matmul tune: m " "$W/tune-d64-combo2-mma.log") shapes tuned, $(awk '/^sg matmul tune: m /{ r += $18 } END { print r + 0 }' "$W/tune-d64-combo2-mma.log") candidates rejected for other bits"
 bad_env SG_MATMUL_TUNE 2 yes
+bad_env SG_MATMUL_KEEP off no
+bad_env SG_TWIN_POISON yes
+bad_env SG_MATMUL_STATS on
 # the value-slot arms also promise dqkv, which only the mma tiles write a
 # twin of (with a value gate, together with the gate's backward): one more
 # unstored output per layer (2) with them than with wmma; none for renorm
@@ -453,6 +456,7 @@ check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | t
 # a bad SG_ATTN or SG_ATTN_DQ: exit 2 before the run directory exists
 bad_env SG_ATTN fast
 bad_env SG_ATTN_DQ store
+bad_env SG_ATTN_WARP_ROWS 24
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
 EMU_GPUS=1 run dup 2

@@ -209,15 +209,34 @@ static void print_stats(void) {
 static int keep_on(void);
 extern "C" int sg_keep_copies(void) { return keep_on(); }
 
+/* A switch: unset or empty gives dflt, "1" on, "0" off, anything else -1 */
+static int env_switch(const char *name, int dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    return !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : -1;
+}
+/* A bad value stops the program as it loads, with the usage status, before
+ * a run directory exists (as a bad SG_ATTN does): "off" or "no" must not
+ * read as on. */
+__attribute__((constructor)) static void switches_check_env(void) {
+    static const char *const what[][2] = {
+        {"SG_MATMUL_KEEP", "\"1\" (or unset: the matmuls keep their operands' bf16 copies and twins) or \"0\""},
+        {"SG_TWIN_POISON", "\"0\" (or unset) or \"1\" (fp32 outputs left unstored for their twins read as NaN)"},
+        {"SG_MATMUL_STATS", "\"0\" (or unset) or \"1\" (the matmuls' counts and tuning printed at exit)"},
+    };
+    for (int i = 0; i < 3; i++)
+        if (env_switch(what[i][0], 0) < 0) {
+            fprintf(stderr, "%s: %s must be %s\n", getenv(what[i][0]), what[i][0], what[i][1]);
+            exit(2);
+        }
+}
+
 /* SG_MATMUL_KEEP, SG_TWIN_POISON and SG_MATMUL_STATS, read together once */
 static void read_env(void) {
     if (g_keep >= 0) return;
-    const char *e = getenv("SG_MATMUL_KEEP");
-    g_keep = !(e && e[0] == '0');
-    e = getenv("SG_TWIN_POISON");
-    g_poison = e && e[0] == '1';
-    e = getenv("SG_MATMUL_STATS");
-    if (e && e[0] == '1') atexit(print_stats);
+    g_keep = env_switch("SG_MATMUL_KEEP", 1);
+    g_poison = env_switch("SG_TWIN_POISON", 0);
+    if (env_switch("SG_MATMUL_STATS", 0) == 1) atexit(print_stats);
 }
 static int keep_on(void) {
     read_env();
