@@ -19,7 +19,8 @@
 #     and after its 124M tier its attention alone for every arm
 #     (tests/bench/torch_attention.py) at the attention rows' shape;
 #     skipped, with a note, where torch or its CUDA is missing.
-#  4. Last, with the time left: the 124M tier with its whole batch of 32
+#  4. After PyTorch's 124M tier (before its 10M and 350M tiers; without
+#     PyTorch, after the gates): the 124M tier with its whole batch of 32
 #     sequences in one micro-batch (the tier runs 8 x 4: the same sequences
 #     and one optimizer step per 32 of them), baseline and combo2.  Its
 #     products have 32768 rows instead of 8192, and a step's AdamW is spread
@@ -107,6 +108,17 @@ run sinkgate-attention 60 10 env SG_MATMUL_STATS=1 "$CB/bench_gpu" --no-train --
 echo "=== sinkgate: the gates alone, against a device-to-device copy ==="
 run sinkgate-gates 30 10 "$CB/bench_gpu" --no-train --no-attn --gates --json "$OUT/sinkgate-gates.json" || fail=1
 
+# after PyTorch's 124M tier, or after the torch section where it is missing
+whole_batch_done=0
+whole_batch() {
+    [ $whole_batch_done = 1 ] && return
+    whole_batch_done=1
+    case " $TIERS " in *" 124M "*) ;; *) return ;; esac
+    echo "=== sinkgate: 124M with the tier's whole batch (32) in one micro-batch ==="
+    run sinkgate-124M-mb32 45 20 "$CB/bench_gpu" --tiers 124M --arms "$ARMS" --micro-batch 32 --steps "$STEPS" \
+        --warmup 2 --no-attn "${PEAK[@]}" --json "$OUT/sinkgate-124M-mb32.json" || fail=1
+}
+
 echo "=== PyTorch twin on the same GPU ==="
 tv=$(timeout 60 "$PY" -c 'import sys, torch
 print(torch.__version__)
@@ -126,6 +138,7 @@ if [ $trc = 0 ]; then
         [ "$tier" = 124M ] && run torch-attention 50 15 "$PY" tests/bench/torch_attention.py --device cuda \
             --arms baseline,combo2,offbyone,renorm,sinktoken,sinklogit,normgate,projgate,combo \
             --json "$OUT/torch-attention.json"
+        [ "$tier" = 124M ] && whole_batch
     done
 elif [ $trc = 3 ]; then
     note "PyTorch $tv sees no CUDA device: the PyTorch comparison is skipped"
@@ -133,12 +146,7 @@ else
     note "PyTorch is not importable with $PY (or timed out importing): the PyTorch comparison is skipped"
 fi
 
-case " $TIERS " in *" 124M "*)
-    echo "=== sinkgate: 124M with the tier's whole batch (32) in one micro-batch ==="
-    run sinkgate-124M-mb32 45 20 "$CB/bench_gpu" --tiers 124M --arms "$ARMS" --micro-batch 32 --steps "$STEPS" \
-        --warmup 2 --no-attn "${PEAK[@]}" --json "$OUT/sinkgate-124M-mb32.json" || fail=1
-    ;;
-esac
+whole_batch
 
 echo "=== summary ==="
 if command -v "$PY" >/dev/null; then
