@@ -67,18 +67,15 @@ void batch_split_plan(Model *m, const Config *c, int ranks, BatchSplit *out) {
             s.per_seq = p2 > s.at1 ? p2 - s.at1 : 0;
             s.probed2 = 1;
         }
-        b = batch_split_choose(share, share, s.at1, s.per_seq, budget);
-        s.checked = b == 1 ? s.at1 : predict(&s, 2);
         /* The line is close, not exact: a scratch buffer that an op sizes
          * with a cap, or that several ops share, grows unevenly with b.  So
          * a choice above 2 is run once and measured, and one measured over
-         * the budget gives way to the next smaller size the line allows. */
-        while (b > 2) {
-            s.checked = probe(m, b);
-            if (s.checked <= budget) break;
-            b = batch_split_choose(share, b - 1, s.at1, s.per_seq, budget);
-            s.checked = b == 1 ? s.at1 : predict(&s, 2);
-        }
+         * the budget gives way to the next smaller size the line allows.
+         * 1 and 2 were measured already (2 is chosen only if probed). */
+        for (b = batch_split_choose(share, share, s.at1, s.per_seq, budget); b > 2;
+             b = batch_split_choose(share, b - 1, s.at1, s.per_seq, budget))
+            if ((s.checked = probe(m, b)) <= budget) break;
+        if (b <= 2) s.checked = predict(&s, b);
     } else if (!s.room) /* no device: the largest divisor not above micro_batch */
         b = batch_split_choose(share, c->micro_batch, 0, 0, 0);
     if (ranks > 1) {
