@@ -10,11 +10,16 @@
 
 int batch_split_check(const Config *c, int ranks, char *err, size_t errlen) {
     long n = (long)c->micro_batch * c->grad_accum;
-    if (n % ranks)
+    if (c->auto_micro_batch && n % ranks)
         return sg_fail(err, errlen,
                        "auto_micro_batch: the %ld sequences of a step (micro_batch %d x grad_accum %d) do not "
                        "split evenly over %d ranks; set micro_batch and grad_accum to a multiple of %d sequences",
                        n, c->micro_batch, c->grad_accum, ranks, ranks);
+    if (!c->auto_micro_batch && c->grad_accum % ranks)
+        return sg_fail(err, errlen,
+                       "grad_accum %d is not a multiple of the %d ranks: each rank takes an equal share of the "
+                       "micro-batches (set grad_accum, and micro_batch to keep the batch; or auto_micro_batch true)",
+                       c->grad_accum, ranks);
     return 0;
 }
 

@@ -38,7 +38,8 @@ typedef struct {
 /* The largest divisor d of share, at most limit, with P(d) = at1 + (d - 1)
  * per_seq within budget; 1 if none is. */
 long batch_split_choose(long share, long limit, size_t at1, size_t per_seq, size_t budget);
-/* 0 if the step's sequences split evenly over the ranks, else -1 and why. */
+/* 0 if the ranks can share a step: its micro-batches (grad_accum), or with
+ * auto_micro_batch its sequences, split evenly over them; else -1 and why. */
 int batch_split_check(const Config *c, int ranks, char *err, size_t errlen);
 /* Chooses the split for m (built, its parameters set) and applies it to
  * m->cfg, which the training loop and the evaluation read; c keeps the

@@ -316,16 +316,8 @@ static int parse_group(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepGrou
     /* every run of the group would stop at once on a batch that its ranks
      * (one a GPU, sgsweep task) cannot share: refused here instead */
     const int ranks = (g->res.nodes > 0 ? g->res.nodes : 1) * (g->res.gpus_per_node > 0 ? g->res.gpus_per_node : 1);
-    if (ranks > 1) {
-        if (c.auto_micro_batch && batch_split_check(&c, ranks, e, sizeof e))
-            return fail_at(p, res, "group %s: %s", g->name, e);
-        if (!c.auto_micro_batch && c.grad_accum % ranks)
-            return fail_at(p, res,
-                           "group %s: grad_accum %d is not a multiple of its %d ranks (nodes x gpus_per_node), each of "
-                           "which takes an equal share of the micro-batches: set grad_accum and micro_batch, or "
-                           "auto_micro_batch: true",
-                           g->name, c.grad_accum, ranks);
-    }
+    if (ranks > 1 && batch_split_check(&c, ranks, e, sizeof e))
+        return fail_at(p, res, "group %s (nodes x gpus_per_node = %d ranks): %s", g->name, ranks, e);
     long t = 0;
     if (thr && get_int(p, thr, "throttle", 1, 100000, &t)) return -1;
     g->throttle = (int)t;

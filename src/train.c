@@ -562,16 +562,8 @@ int train_run(const Config *c) {
         fprintf(stderr, "sgtrain: %s\n", err);
         goto done;
     }
-    if (c->auto_micro_batch) {
-        if (batch_split_check(c, dist()->size, err, sizeof err)) {
-            if (dist_root()) fprintf(stderr, "sgtrain: %s\n", err);
-            goto done;
-        }
-    } else if (c->grad_accum % dist()->size) {
-        if (dist_root())
-            fprintf(stderr, "sgtrain: grad_accum %d is not a multiple of the %d ranks: each rank takes an equal "
-                            "share of the micro-batches (set grad_accum, and micro_batch to keep the batch)\n",
-                    c->grad_accum, dist()->size);
+    if (batch_split_check(c, dist()->size, err, sizeof err)) {
+        if (dist_root()) fprintf(stderr, "sgtrain: %s\n", err);
         goto done;
     }
     if (c->zero && dist()->size > 1) {

@@ -77,7 +77,7 @@ groups:
   g: {tier: test, arms: [sinkgate], seeds: 1}
 EOF
 # a batch the group's ranks cannot share: every task would stop at once
-badsweep ranks 'ranks.yaml:9:16: group g: grad_accum 4 is not a multiple of its 8 ranks \(nodes x gpus_per_node\), each of which takes an equal share of the micro-batches: set grad_accum and micro_batch, or auto_micro_batch: true' <<'EOF'
+badsweep ranks 'ranks.yaml:9:16: group g \(nodes x gpus_per_node = 8 ranks\): grad_accum 4 is not a multiple of the 8 ranks: each rank takes an equal share of the micro-batches \(set grad_accum, and micro_batch to keep the batch; or auto_micro_batch true\)' <<'EOF'
 name: x
 out: o
 data: {d: /tmp}
@@ -88,7 +88,7 @@ groups:
     seeds: 1
     resources: {nodes: 2, gpus_per_node: 4}
 EOF
-badsweep ranks2 'ranks2.yaml:10:16: group g: auto_micro_batch: the 32 sequences of a step \(micro_batch 8 x grad_accum 4\) do not split evenly over 3 ranks' <<'EOF'
+badsweep ranks2 'ranks2.yaml:10:16: group g \(nodes x gpus_per_node = 3 ranks\): auto_micro_batch: the 32 sequences of a step \(micro_batch 8 x grad_accum 4\) do not split evenly over 3 ranks' <<'EOF'
 name: x
 out: o
 data: {d: /tmp}

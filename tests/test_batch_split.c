@@ -43,13 +43,22 @@ static void test_check(void) {
     Config c;
     char err[512];
     CHECK(config_from_tier(&c, "124M", err, sizeof err) == 0, "124M tier");
-    for (int ranks = 1; ranks <= 32; ranks *= 2) /* 8 x 4 = 32 */
+    c.auto_micro_batch = 1;
+    for (int ranks = 1; ranks <= 32; ranks *= 2) /* 8 x 4 = 32 sequences */
         CHECK(batch_split_check(&c, ranks, err, sizeof err) == 0, "32 sequences over %d ranks", ranks);
     err[0] = 0;
     CHECK(batch_split_check(&c, 3, err, sizeof err) == -1, "32 sequences over 3 ranks refused");
     CHECK(strstr(err, "the 32 sequences of a step (micro_batch 8 x grad_accum 4) do not split evenly over 3 ranks") != NULL,
           "why: %s", err);
     CHECK(batch_split_check(&c, 64, err, sizeof err) == -1, "32 sequences over 64 ranks refused");
+    /* without auto_micro_batch the micro-batches are shared: 4 over 1, 2
+     * and 4 ranks, not over 8 */
+    c.auto_micro_batch = 0;
+    for (int ranks = 1; ranks <= 4; ranks *= 2)
+        CHECK(batch_split_check(&c, ranks, err, sizeof err) == 0, "4 micro-batches over %d ranks", ranks);
+    CHECK(batch_split_check(&c, 8, err, sizeof err) == -1, "4 micro-batches over 8 ranks refused");
+    CHECK(strstr(err, "grad_accum 4 is not a multiple of the 8 ranks: each rank takes an equal share") != NULL,
+          "why: %s", err);
 }
 
 int main(void) {
