@@ -40,6 +40,7 @@ typedef struct {
     int zero;               /* ZeRO stage: 1 shards the AdamW state over MPI ranks (dist.h) */
     double bucket_mb;       /* gradient sums started during the backward, per this many MiB (grad_sync.h) */
     int auto_micro_batch;   /* the step's micro_batch x grad_accum sequences split afresh (batch_split.h) */
+    double peak_tflops;     /* one device's dense bf16 peak for MFU; 0: from the device's name (mfu.h) */
 } Config;
 
 typedef enum { CF_INT, CF_LONG, CF_DOUBLE, CF_STR, CF_PATH, CF_BOOL } ConfigType;

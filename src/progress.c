@@ -20,7 +20,7 @@ static void fmt_eta(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
-void progress_step(Progress *p, long step, double loss, double lr, double gnorm, double tok_s,
+void progress_step(Progress *p, long step, double loss, double lr, double gnorm, double tok_s, double mfu,
                    double elapsed, long log_every) {
     if (!p->f) return;
     if (p->tty) {
@@ -32,13 +32,17 @@ void progress_step(Progress *p, long step, double loss, double lr, double gnorm,
         char eta[32];
         double per = step > 0 ? elapsed / step : 0;
         fmt_eta(eta, sizeof eta, per * (p->total - step));
-        fprintf(p->f, "\r[%s] %ld/%ld loss %.4f lr %.2e %.0f tok/s eta %s\033[K", bar, step,
-                p->total, loss, lr, tok_s, eta);
+        char mfu_s[32] = "";
+        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, " mfu %.0f%%", 100 * mfu);
+        fprintf(p->f, "\r[%s] %ld/%ld loss %.4f lr %.2e %.0f tok/s%s eta %s\033[K", bar, step,
+                p->total, loss, lr, tok_s, mfu_s, eta);
         fflush(p->f);
         p->dirty = 1;
     } else if (step % log_every == 0 || step == p->total) {
-        fprintf(p->f, "step %ld/%ld loss %.4f lr %.3e grad_norm %.3f tok/s %.0f elapsed %.1fs\n",
-                step, p->total, loss, lr, gnorm, tok_s, elapsed);
+        char mfu_s[32] = "";
+        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, " mfu %.1f%%", 100 * mfu);
+        fprintf(p->f, "step %ld/%ld loss %.4f lr %.3e grad_norm %.3f tok/s %.0f%s elapsed %.1fs\n",
+                step, p->total, loss, lr, gnorm, tok_s, mfu_s, elapsed);
         fflush(p->f);
     }
 }

@@ -29,6 +29,7 @@
 #include "eval.h"
 #include "fsutil.h"
 #include "grad_sync.h"
+#include "mfu.h"
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
@@ -69,7 +70,18 @@ typedef struct {
     char fail_reason[256]; /* why the run failed, for failed.json */
     long fail_step;
     BatchSplit split;    /* auto_micro_batch's choice; zero without it */
+    double flop_tok;     /* model FLOPs a token (mfu.h) */
+    double peak;         /* one device's dense bf16 peak, TFLOP/s; 0 unknown: no MFU */
+    const char *peak_src; /* where the peak comes from */
+    double steady_s;     /* this process's steps after its first (which sets up plans and buffers) */
+    long steady_steps;
 } Run;
+
+/* the fraction of the ranks' peak that tok_s tokens a second keep busy;
+ * -1 where the peak is unknown */
+static double run_mfu(const Run *r, double tok_s) {
+    return r->peak > 0 ? r->flop_tok * tok_s / (r->peak * 1e12 * dist()->size) : -1;
+}
 
 /* A failed run says so in its directory (failed.json), so that sweeps and
  * reports can tell it from one that is still running or was interrupted. */
@@ -310,6 +322,20 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     fprintf(f, "  \"params_crc32\": \"%08x\",\n", params_crc(&r->m));
     fprintf(f, "  \"wall_s\": %.3f,\n  \"tokens_per_s\": %.1f,\n", wall, tok_s);
     fprintf(f, "  \"ranks\": %d,\n", dist()->size);
+    /* the training steps' own rate, without the first step's set-up, the
+     * evaluations and the checkpoints that tokens_per_s averages in */
+    const double steady = r->steady_s > 0 ? (double)r->steady_steps * G * c->block_size / r->steady_s : 0;
+    fprintf(f, "  \"throughput\": {\"steady_tokens_per_s\": ");
+    if (steady > 0) fprintf(f, "%.1f", steady);
+    else fputs("null", f);
+    fprintf(f, ", \"steady_steps\": %ld, \"flop_per_token\": %.17g, \"peak_tflops_per_rank\": ", r->steady_steps,
+            r->flop_tok);
+    if (r->peak > 0) fprintf(f, "%.17g, \"peak_source\": \"%s\"", r->peak, r->peak_src);
+    else fputs("null, \"peak_source\": null", f);
+    fputs(", \"mfu\": ", f);
+    if (r->peak > 0 && steady > 0) fprintf(f, "%.6f", run_mfu(r, steady));
+    else fputs("null", f);
+    fprintf(f, "},\n");
     /* the split used, and auto_micro_batch's measurements (rank 0's) */
     const BatchSplit *s = &r->split;
     fprintf(f, "  \"batch_split\": {\"micro_batch\": %d, \"grad_accum\": %d, \"auto\": %s", r->m.cfg.micro_batch,
@@ -436,13 +462,16 @@ static int run_loop(Run *r, long start) {
         double te = now_s(), elapsed = r->elapsed_base + (te - t0);
         step_s += te - ts;
         timed_steps++;
-        double tok_s = (double)G * T / (te - ts);
+        if (timed_steps > 1) r->steady_s += te - ts, r->steady_steps++;
+        double tok_s = (double)G * T / (te - ts), mfu = run_mfu(r, tok_s);
         long done = step + 1;
+        char mfu_s[32] = "";
+        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, ",\"mfu\":%.6f", mfu);
         log_metrics(r,
-                    "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,"
+                    "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f%s,"
                     "\"elapsed_s\":%.3f}",
-                    done, loss, lr, gnorm, tok_s, elapsed);
-        progress_step(&r->prog, done, loss, lr, gnorm, tok_s, elapsed, c->log_every);
+                    done, loss, lr, gnorm, tok_s, mfu_s, elapsed);
+        progress_step(&r->prog, done, loss, lr, gnorm, tok_s, mfu, elapsed, c->log_every);
         if (c->val_every > 0 && done % c->val_every == 0 && done < c->iters) {
             last_val = eval_loss(m, &r->data, c->val_batches);
             log_metrics(r, "{\"step\":%ld,\"val_loss\":%.9g,\"val_batches\":%d,\"elapsed_s\":%.3f}",
@@ -624,7 +653,13 @@ int train_run(const Config *c) {
         batch_split_plan(&r.m, c, dist()->size, &r.split);
         if (dist_root()) log_split(c, &r.split);
     }
+    r.flop_tok = mfu_flop_per_token(c, model_count_non_embedding(&r.m));
+    r.peak = c->peak_tflops, r.peak_src = "--peak_tflops";
+    if (r.peak <= 0) r.peak = mfu_device_peak(op_backend(), &r.peak_src);
     if (dist_root()) {
+        if (r.peak > 0)
+            fprintf(stderr, "sgtrain: MFU against %.4g TFLOP/s a rank (%s), %.4g GFLOP a token\n", r.peak,
+                    r.peak_src, r.flop_tok / 1e9);
         fprintf(stderr, "sgtrain: %s arm %s seed %ld: %ld params (%ld non-embedding, %ld for the arm), "
                         "%d threads, BLAS %s",
                 c->tier, c->arm, c->seed, model_count_params(&r.m), model_count_non_embedding(&r.m),

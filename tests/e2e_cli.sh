@@ -46,6 +46,32 @@ check 'grep -q "\"threads\": 2" $W/t2a/result.json' "result.json records the thr
 "$SG" $T --arm combo2 --seed 1 --out "$W/c" 2>/dev/null
 check '[ "$(json $W/a/result.json params_crc32)" != "$(json $W/c/result.json params_crc32)" ]' "another seed gives another model"
 
+# --- MFU (src/mfu.h): none on the CPU unless --peak_tflops gives a peak ---
+check 'grep -q "\"peak_tflops_per_rank\": null, \"peak_source\": null, \"mfu\": null}" $W/a/result.json &&
+       ! grep -q "\"mfu\"" $W/a/metrics.jsonl' "no peak on the CPU: result.json's mfu is null, metrics.jsonl has none"
+# the test tier: L 2, C 32, V 512, T 16, non-embedding 2 x (12 x 32 x 32 + 2 x 32) + 32 = 24,736
+# and combo2's 72; FLOP a token 6 (24,808 + 512 x 32) + 6 x 2 x 16 x 32 = 253,296
+expect 0 "MFU against 0.002 TFLOP/s a rank \(--peak_tflops\), 0.0002533 GFLOP a token" -- \
+    "$SG" $T --arm combo2 --peak_tflops 0.002 --out "$W/mfu"
+check 'python3 - "$W/mfu" <<'"'"'PY'"'"'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/result.json"))
+t = r["throughput"]
+assert t["flop_per_token"] == 253296, t
+assert t["peak_tflops_per_rank"] == 0.002 and t["peak_source"] == "--peak_tflops", t
+assert t["steady_steps"] == 19 and t["steady_tokens_per_s"] > 0, t
+assert abs(t["mfu"] - 253296 * t["steady_tokens_per_s"] / 2e9) <= 1e-5 * t["mfu"], t
+assert r["config"]["peak_tflops"] == 0.002, r["config"]
+lines = [json.loads(l) for l in open(d + "/metrics.jsonl") if "\"loss\"" in l]
+assert len(lines) == 20
+for l in lines:
+    assert abs(l["mfu"] - 253296 * l["tokens_per_s"] / 2e9) <= 1e-6 + 1e-3 * l["mfu"], l
+PY' "--peak_tflops: metrics.jsonl's and result.json's mfu are FLOP a token x tokens/s over the peak (253,296 FLOP a token)"
+check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/mfu/result.json params_crc32)" ]' "--peak_tflops changes nothing trained"
+expect 2 "peak_tflops: expected a number >= 0, got '-1'" -- "$SG" $T --arm combo2 --peak_tflops -1 --out "$W/mfu_bad"
+check '[ ! -e $W/mfu_bad ]' "a bad --peak_tflops leaves no run directory"
+
 # --- resume: stop_at, then continue: bitwise equal to uninterrupted -------
 for arm in baseline sinktoken combo; do
     "$SG" $T --arm $arm --iters 30 --out "$W/u_$arm" 2>/dev/null

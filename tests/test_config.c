@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 35, "35 fields, got %d", n);
+    CHECK(n == 36, "36 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -83,15 +83,15 @@ static void test_fields(void) {
 
     /* Fields that do not change what is trained (and may change on resume). */
     const char *io[] = {"data", "out", "ckpt_every", "log_every", "threads", "val_every", "val_batches", "stop_at", "zero",
-                        "bucket_mb", "auto_micro_batch"};
+                        "bucket_mb", "auto_micro_batch", "peak_tflops"};
     int nio = 0;
     for (int i = 0; i < n; i++) {
         int is_io = 0;
-        for (int k = 0; k < 11; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
+        for (int k = 0; k < 12; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
         nio += is_io;
         CHECK(f[i].role == (is_io ? CF_IO : CF_RUN), "%s role", f[i].key);
     }
-    CHECK(nio == 11, "eleven io fields");
+    CHECK(nio == 12, "twelve io fields");
 }
 
 static void check_common(const Config *c, const char *tier) {
@@ -277,6 +277,9 @@ static void test_set(void) {
         {"init_std", "-0.02", "init_std: expected a number > 0"},
         {"ln_bias", "maybe", "ln_bias: expected a boolean (true/false, yes/no, on/off, 1/0), got 'maybe'"},
         {"auto_micro_batch", "2", "auto_micro_batch: expected a boolean (true/false, yes/no, on/off, 1/0), got '2'"},
+        {"peak_tflops", "-989", "peak_tflops: expected a number >= 0, got '-989'"},
+        {"peak_tflops", "nan", "peak_tflops: expected a number >= 0, got 'nan'"},
+        {"peak_tflops", "H200", "peak_tflops: expected a number >= 0, got 'H200'"},
         {"ln_bias", "2", "got '2'"},
         {"arm", "sinkhole", "arm: unknown arm 'sinkhole' (known arms: baseline, offbyone"},
         {"tier", "1B", "tier: unknown tier '1B' (known tiers: test, cpu-tiny"},

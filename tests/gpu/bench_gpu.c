@@ -19,15 +19,11 @@
  * synchronisations) split a step's time by op category; those steps are
  * not in the window.
  *
- * MFU = achieved FLOP/s / the GPU's dense bf16 peak, with
+ * MFU = achieved FLOP/s / the GPU's dense bf16 peak, with sgtrain's
  *   FLOP/token = 6 * (P_nonemb + V*C) + 6 * L * T * C
- * where P_nonemb is model_count_non_embedding (every parameter except wte
- * and wpe) and V*C is the tied LM head (its matmul is 2*V*C per token
- * forward, 4*V*C backward); the second term is attention's score and
- * value products, 12 * L * T * C / 2 (forward 4, backward 8, per position
- * and channel, halved for the causal mask).  The peak comes from
- * --peak-tflops or from the device name (H200 / H100 SXM 989.4, H100 PCIe
- * 756, A100 312, RTX 5090 209.5 TFLOP/s); otherwise MFU is n/a.
+ * (src/mfu.h states the convention).  The peak comes from --peak-tflops or
+ * from the device name (src/mfu.c's table: H200 / H100 SXM 989.4, H100
+ * PCIe 756, A100 312, RTX 5090 209.5 TFLOP/s, ...); otherwise MFU is n/a.
  *
  * Attention: op_attention_fwd then op_attention_bwd alone, at the 124M
  * shape (B 8, T 1024, H 12, d 64; the sink-token arm attends over T+1
@@ -48,6 +44,7 @@
 
 #include "arms.h"
 #include "config.h"
+#include "mfu.h"
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
@@ -79,16 +76,6 @@ static int listed(const char *list, const char *name) {
     return strstr(l, p) != NULL;
 }
 
-/* Dense bf16 (fp32 accumulate) tensor-core peak by device name, TFLOP/s; 0 if unknown. */
-static double peak_for(const char *dev) {
-    static const struct {
-        const char *pat;
-        double tflops;
-    } tab[] = {{"H200", 989.4}, {"H100 PCIe", 756.0}, {"H100", 989.4}, {"A100", 312.0}, {"5090", 209.5}};
-    for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
-        if (strstr(dev, tab[i].pat)) return tab[i].tflops;
-    return 0;
-}
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -201,8 +188,7 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     r.tok_s = (double)steps * B * T / window;
     r.params = model_count_params(&m);
     r.nonemb = model_count_non_embedding(&m);
-    r.flop_per_token = 6.0 * ((double)r.nonemb + (double)c.vocab_size * c.n_embd) +
-                       6.0 * c.n_layer * (double)T * c.n_embd;
+    r.flop_per_token = mfu_flop_per_token(&c, r.nonemb);
     r.tflops = r.flop_per_token * r.tok_s / 1e12;
     if (peak > 0) r.mfu = r.tflops / peak;
     r.ok = isfinite(r.loss_last) && isfinite(r.gnorm_last);
@@ -456,7 +442,7 @@ int main(int argc, char **argv) {
 
     const char *dev = op_backend(); /* finds the device (or exits with why) */
     const char *peak_src = "--peak-tflops";
-    if (peak <= 0) peak = peak_for(dev), peak_src = "device-name table";
+    if (peak <= 0) peak = mfu_device_peak(dev, NULL), peak_src = "device-name table";
     printf("bench_gpu on %s; ", dev);
     if (peak > 0) printf("dense bf16 peak %.1f TFLOP/s (%s)\n", peak, peak_src);
     else printf("dense bf16 peak unknown (MFU n/a; give --peak-tflops)\n");
