@@ -386,6 +386,170 @@ static void table5(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
     bprintf(md, "\n");
 }
 
+/* ---- training throughput ------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b);
+
+static double median_of(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* the done run of (g, a, s) with a steady rate, or NULL */
+static const RunRec *timed_run(const Grid *gr, int g, int a, int s) {
+    const RunRec *r = gr->first[AT(gr, g, a, s)];
+    return gr->has[AT(gr, g, a, s)] && r && isfinite(r->tok_s) ? r : NULL;
+}
+
+static int same_setup(const RunRec *x, const RunRec *y) {
+    return x->ranks == y->ranks && !strcmp(x->backend, y->backend);
+}
+
+/* Each arm's training rate against the baseline's, paired per seed on the
+ * same setup (backend and ranks): result.json's steady tokens/s.  Returns
+ * 0 where no run has one (runs of earlier versions), writing nothing. */
+static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
+    const int G = gr->G, S = gr->S;
+    int any = 0;
+    for (int g = 0; g < G && !any; g++)
+        for (int a = 0; a < gr->A && !any; a++)
+            for (int s = 0; s < S && !any; s++) any = timed_run(gr, g, a, s) != NULL;
+    if (!any) return 0;
+    double *x = malloc(sizeof *x * (size_t)(S + 1)), *y = malloc(sizeof *y * (size_t)(S + 1));
+    unsigned char *h = malloc((size_t)S + 1);
+    if (!x || !y || !h) {
+        free(x), free(y), free(h);
+        md->oom = 1;
+        return 0;
+    }
+    bprintf(md, "## Training throughput\n\n"
+                "The training steps' own rate: result.json's steady tokens/s, over each run's steps after "
+                "its first, without evaluations and checkpoints. The %s row gives the median over seeds, "
+                "with the MFU where the device's peak is known. The other rows give the arm's tokens/s "
+                "over the %s's of the same seed, mean ± SE over the seeds (n), paired only where both ran "
+                "on the same backend with the same number of ranks: above 1 is faster (a median tok/s marked "
+                "unpaired where no seed pairs). Timings depend on "
+                "the machine and its load, so compare runs made under the same conditions.\n\n| Arm |",
+            label_of(gr->base), label_of(gr->base));
+    for (int g = 0; g < G; g++) bprintf(md, " %s |", gr->rs->groups[g]);
+    bprintf(md, "\n|---|");
+    for (int g = 0; g < G; g++) bprintf(md, "---|");
+    bprintf(md, "\n| *where* |");
+    bprintf(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where\n");
+    json_object *jw = json_object_new_object(), *rows = json_object_new_array();
+    const char **where = calloc((size_t)G + 1, sizeof *where);
+    char (*wbuf)[192] = calloc((size_t)G + 1, sizeof *wbuf);
+    if (!where || !wbuf) {
+        md->oom = 1;
+        goto out;
+    }
+    for (int g = 0; g < G; g++) {
+        const RunRec *one = NULL;
+        int setups = 0;
+        for (int a = 0; a < gr->A; a++)
+            for (int s = 0; s < S; s++) {
+                const RunRec *r = timed_run(gr, g, a, s);
+                if (!r) continue;
+                int seen = 0;
+                for (int b = 0; b <= a && !seen; b++)
+                    for (int t = 0; t < (b == a ? s : S) && !seen; t++) {
+                        const RunRec *q = timed_run(gr, g, b, t);
+                        seen = q && same_setup(q, r);
+                    }
+                if (!seen) setups++, one = r;
+            }
+        if (!setups) wbuf[g][0] = 0;
+        else if (setups > 1) snprintf(wbuf[g], sizeof wbuf[g], "%d setups", setups);
+        else if (one->ranks > 1) snprintf(wbuf[g], sizeof wbuf[g], "%s, %d ranks", one->backend[0] ? one->backend : "?", one->ranks);
+        else snprintf(wbuf[g], sizeof wbuf[g], "%s", one->backend[0] ? one->backend : "?");
+        where[g] = wbuf[g];
+        bprintf(md, " %s |", where[g][0] ? where[g] : "–");
+        json_object_object_add(jw, gr->rs->groups[g], where[g][0] ? json_object_new_string(where[g]) : NULL);
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int a = 0; a < gr->A; a++) {
+            if ((pass == 0) != (a == gr->base)) continue;
+            int present = 0;
+            for (int g = 0; g < G && !present; g++)
+                for (int s = 0; s < S && !present; s++) present = timed_run(gr, g, a, s) != NULL;
+            if (!present) continue;
+            bprintf(md, "\n| %s |", label_of(a));
+            json_object *row = json_object_new_object(), *cells = json_object_new_object();
+            json_object_object_add(row, "arm", json_object_new_string(arm_at(a)->name));
+            json_object_object_add(row, "label", json_object_new_string(label_of(a)));
+            for (int g = 0; g < G; g++) {
+                int n = 0, nm = 0;
+                for (int s = 0; s < S; s++) {
+                    const RunRec *r = timed_run(gr, g, a, s);
+                    if (r) x[n++] = r->tok_s;
+                    if (r && isfinite(r->mfu)) y[nm++] = r->mfu;
+                }
+                const double med = n ? median_of(x, n) : NAN, mfu = nm ? median_of(y, nm) : NAN;
+                for (int s = 0; s < S; s++) {
+                    const RunRec *r = timed_run(gr, g, a, s), *b = timed_run(gr, g, gr->base, s);
+                    h[s] = a != gr->base && r && b && same_setup(r, b);
+                    x[s] = h[s] ? r->tok_s / b->tok_s : 0;
+                }
+                const Paired p = a == gr->base ? (Paired){0, 0, 0, 0} : plain_mean(x, h, S);
+                if (a == gr->base) {
+                    if (!n) bprintf(md, " – |");
+                    else {
+                        bprintf(md, " %.0f tok/s", med);
+                        if (nm) bprintf(md, ", MFU %.1f%%", 100 * mfu);
+                        bprintf(md, " (%d seed%s) |", n, n > 1 ? "s" : "");
+                    }
+                } else if (!p.n && n)
+                    bprintf(md, " %.0f tok/s, unpaired |", med);
+                else if (!p.n)
+                    bprintf(md, " – |");
+                else if (p.n == 1)
+                    bprintf(md, " %.3f (1 seed) |", p.mean);
+                else
+                    bprintf(md, " %.3f ± %.3f (%d) |", p.mean, p.se, p.n);
+                if (n) {
+                    csv_str(csv, gr->rs->groups[g]);
+                    bprintf(csv, ",%s,%d,", arm_at(a)->name, n);
+                    csv_num(csv, med, n > 0);
+                    bprintf(csv, ",");
+                    csv_num(csv, mfu, nm > 0);
+                    bprintf(csv, ",%d,", p.n);
+                    csv_num(csv, p.mean, p.n > 0);
+                    bprintf(csv, ",");
+                    csv_num(csv, p.se, p.n > 1);
+                    bprintf(csv, ",");
+                    csv_str(csv, where[g]);
+                    bprintf(csv, "\n");
+                }
+                json_object *c = NULL;
+                if (n) {
+                    c = json_object_new_object();
+                    json_object_object_add(c, "runs", json_object_new_int(n));
+                    json_object_object_add(c, "median_tokens_per_s", json_object_new_double(med));
+                    json_object_object_add(c, "median_mfu", nm ? json_object_new_double(mfu) : NULL);
+                    json_object *jr = NULL;
+                    if (p.n) {
+                        jr = json_object_new_object();
+                        json_object_object_add(jr, "n", json_object_new_int(p.n));
+                        json_object_object_add(jr, "mean", json_object_new_double(p.mean));
+                        json_object_object_add(jr, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
+                    }
+                    if (a != gr->base) json_object_object_add(c, "ratio_to_baseline", jr);
+                }
+                json_object_object_add(cells, gr->rs->groups[g], c);
+            }
+            json_object_object_add(row, "cells", cells);
+            json_object_array_add(rows, row);
+        }
+    bprintf(md, "\n\n");
+out:
+    json_object_object_add(js, "where", jw);
+    json_object_object_add(js, "rows", rows);
+    free(where);
+    free(wbuf);
+    free(x), free(y), free(h);
+    return 1;
+}
+
 /* ---- analysis tables: values aggregated over seeds per (tier, sub, arm, column) --- */
 
 typedef struct {
@@ -754,7 +918,7 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
                  size_t errlen) {
     memset(sum, 0, sizeof *sum);
     Grid gr;
-    Buf md = {0}, problems = {0}, c1 = {0}, c2 = {0}, c5 = {0}, ca[AN_KINDS] = {{0}};
+    Buf md = {0}, problems = {0}, c1 = {0}, c2 = {0}, c5 = {0}, ctp = {0}, ca[AN_KINDS] = {{0}};
     Buf bad_runs = {0}, dups = {0}, missing = {0};
     json_object *root = json_object_new_object();
     Agg ag[AN_KINDS] = {{0}};
@@ -840,6 +1004,10 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
     json_object_object_add(root, "table1", t1);
     json_object_object_add(root, "table2", t2);
     json_object_object_add(root, "table5", t5);
+    json_object *tt = json_object_new_object();
+    const int have_tp = table_throughput(&gr, &md, &ctp, tt);
+    if (have_tp) json_object_object_add(root, "throughput", tt);
+    else json_object_put(tt);
 
     static const char *titles[AN_KINDS] = {"Injection battery (Tables 6-7)", "Gate-override probes (Table 8)",
                                            "Exposure (Table 9)", "Telemetry"};
@@ -896,7 +1064,7 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
 
     if (fs_mkdir_p(tdir, err, errlen)) goto out;
     if (put_file(tdir, "table1.csv", &c1, err, errlen) || put_file(tdir, "table2.csv", &c2, err, errlen) ||
-        put_file(tdir, "table5.csv", &c5, err, errlen))
+        put_file(tdir, "table5.csv", &c5, err, errlen) || (have_tp && put_file(tdir, "throughput.csv", &ctp, err, errlen)))
         goto out;
     for (int k = 0; k < AN_KINDS; k++) {
         char name[64];
@@ -924,5 +1092,6 @@ out:
     free(c1.p);
     free(c2.p);
     free(c5.p);
+    free(ctp.p);
     return rc;
 }

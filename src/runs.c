@@ -44,6 +44,8 @@ static RunRec *add_run(RunSet *rs, const char *dir) {
     if (!(r->dir = strdup(dir))) return NULL;
     r->seed = -1;
     r->group = -1;
+    r->tok_s = r->mfu = NAN;
+    r->ranks = 1;
     rs->n++;
     return r;
 }
@@ -91,6 +93,16 @@ static int read_config(RunRec *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* o[key] as a finite number > 0, else NaN (absent, null or not a number) */
+static double json_positive(json_object *o, const char *key) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+        return NAN;
+    const double x = json_object_get_double(v);
+    return isfinite(x) && x > 0 ? x : NAN;
+}
+
 static int read_result(RunRec *r) {
     char *p = join(r->dir, "result.json");
     json_object *o = p ? json_object_from_file(p) : NULL, *v;
@@ -126,6 +138,16 @@ static int read_result(RunRec *r) {
         goto out;
     }
     if (json_object_object_get_ex(o, "steps", &v)) r->step = r->iters = (long)json_object_get_int64(v);
+    json_object *tp;
+    if (json_object_object_get_ex(o, "throughput", &tp) && json_object_is_type(tp, json_type_object)) {
+        r->tok_s = json_positive(tp, "steady_tokens_per_s");
+        r->mfu = json_positive(tp, "mfu");
+    }
+    if (json_object_object_get_ex(o, "backend", &v) && json_object_is_type(v, json_type_string))
+        copy_str(r->backend, sizeof r->backend, json_object_get_string(v));
+    if (json_object_object_get_ex(o, "ranks", &v) && json_object_is_type(v, json_type_int) &&
+        json_object_get_int64(v) > 0 && json_object_get_int64(v) <= 1 << 20)
+        r->ranks = (int)json_object_get_int64(v);
     json_object *cfg, *d;
     if (json_object_object_get_ex(o, "config", &cfg) && json_object_object_get_ex(cfg, "data", &d))
         copy_str(r->data, sizeof r->data, json_object_get_string(d));

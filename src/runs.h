@@ -5,6 +5,8 @@
  * without descending into a run directory or into names starting with '.'.
  * Each run is classified:
  *   done        result.json with tier, arm, seed and a finite final_val_loss
+ *               (its throughput, backend and ranks are read where present:
+ *               runs of earlier versions lack the throughput)
  *   failed      failed.json (sgtrain stopped on a non-finite loss or an I/O error)
  *   unfinished  config.yaml only: running, queued or interrupted (the last
  *               step in metrics.jsonl and whether a checkpoint exists tell which)
@@ -29,6 +31,9 @@ typedef struct {
     char data[256];       /* the config's data directory (groups tiers by corpus) */
     long seed;            /* -1 when unknown (corrupt) */
     double final_loss;    /* done runs */
+    double tok_s, mfu;    /* done runs: result.json's throughput (steady tokens/s, MFU); NaN when absent */
+    char backend[128];    /* done runs: where it ran (result.json's backend), "" when absent */
+    int ranks;            /* done runs: processes that trained it (1 when absent) */
     long step, iters;     /* last step reached, steps planned (0 when unknown) */
     char why[512];        /* failed, unfinished, corrupt: what happened */
     int group;            /* index into RunSet.groups, -1 when unknown */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "pairstat.h"
@@ -346,6 +347,9 @@ static void test_edges(void) {
     CHECK(md && has(md, "### Duplicate runs") && has(md, "zdup/fw-50M/baseline/s0"), "the duplicate is named");
     CHECK(md && has(md, "| 50M | baseline | 3.5400 |") && has(md, "failed at 17"), "Table 5 shows states");
     free(md);
+    snprintf(p, sizeof p, "%s/tables/throughput.csv", out);
+    CHECK(rep && jget(rep, "throughput") == NULL && access(p, F_OK) != 0,
+          "runs without a throughput (an earlier version's): no throughput table");
     json_object_put(rep);
     runs_free(&rs);
     /* a root that does not exist; a root with no runs */
@@ -362,12 +366,93 @@ static void test_edges(void) {
     runs_free(&rs);
 }
 
+/* A result.json with the throughput sgtrain writes (mfu < 0: null). */
+static void write_timed(const char *root, const char *tier, const char *arm, int seed, double tok_s, double mfu,
+                        const char *backend, int ranks) {
+    char dir[1024], path[1100], buf[1024], mf[32] = "null";
+    snprintf(dir, sizeof dir, "%s/fw-%s/%s/s%d", root, tier, arm, seed);
+    mkd(dir);
+    snprintf(path, sizeof path, "%s/result.json", dir);
+    if (mfu >= 0) snprintf(mf, sizeof mf, "%.17g", mfu);
+    int n = snprintf(buf, sizeof buf,
+                     "{\n  \"tier\": \"%s\",\n  \"arm\": \"%s\",\n  \"seed\": %d,\n  \"steps\": 100,\n"
+                     "  \"final_val_loss\": 3.5,\n  \"tokens_per_s\": 1.0,\n  \"ranks\": %d,\n"
+                     "  \"throughput\": {\"steady_tokens_per_s\": %.17g, \"steady_steps\": 99, \"flop_per_token\": 1e9, "
+                     "\"peak_tflops_per_rank\": null, \"peak_source\": null, \"mfu\": %s},\n"
+                     "  \"backend\": \"%s\",\n  \"config\": {\"data\": \"data/fw\"}\n}\n",
+                     tier, arm, seed, ranks, tok_s, mf, backend);
+    write_bytes(path, buf, (size_t)n);
+}
+
+/* The throughput table: each arm's tokens/s over the baseline's of the same
+ * seed, paired only on the same backend and ranks; hand-computed. */
+static void test_throughput(void) {
+    char root[600], out[700];
+    snprintf(root, sizeof root, "%s/tp", tmpdir);
+    snprintf(out, sizeof out, "%s/tp-report", tmpdir);
+    const char *h200 = "cuda (NVIDIA H200, sm_90)";
+    write_timed(root, "124M", "baseline", 0, 1000, 0.20, h200, 1);
+    write_timed(root, "124M", "baseline", 1, 1100, 0.22, h200, 1);
+    write_timed(root, "124M", "baseline", 2, 1200, -1, "cpu", 1);
+    write_timed(root, "124M", "combo2", 0, 950, 0.19, h200, 1);  /* 0.95 */
+    write_timed(root, "124M", "combo2", 1, 1078, 0.21, h200, 1); /* 0.98 */
+    write_timed(root, "124M", "combo2", 2, 1300, 0.25, h200, 1); /* the baseline's seed 2 ran on the CPU */
+    write_timed(root, "124M", "sinklogit", 0, 990, -1, h200, 2); /* 2 ranks against 1 */
+    write_result(root, "124M", "fw", "sinklogit", 1, 3.5);       /* no throughput: an earlier version's */
+    write_result(root, "10M", "fw", "baseline", 0, 4.2);
+    char *roots[] = {root};
+    RunSet rs;
+    CHECK(runs_scan(roots, 1, &rs, err, sizeof err) == 0, "scan: %s", err);
+    ReportOpts o = {NULL, NULL, 0, 0};
+    ReportSummary sum;
+    CHECK(report_write(&rs, &o, out, &sum, err, sizeof err) == 0, "report: %s", err);
+    json_object *rep = load_report(out);
+    json_object *w = rep ? jget(rep, "throughput.where") : NULL, *v = NULL;
+    CHECK(w && json_object_object_get_ex(w, "124M", &v) && !strcmp(json_object_get_string(v), "3 setups"),
+          "124M ran on 3 setups: %s", v ? json_object_get_string(v) : "(none)");
+    CHECK(w && json_object_object_get_ex(w, "10M", &v) && v == NULL, "10M: no timed run");
+    json_object *b = rep ? t1_cell(rep, "throughput.rows", "baseline", "124M") : NULL;
+    CHECK(b && json_object_get_int(jget(b, "runs")) == 3 &&
+              json_object_get_double(jget(b, "median_tokens_per_s")) == 1100 &&
+              fabs(json_object_get_double(jget(b, "median_mfu")) - 0.21) < 1e-12 &&
+              jget(b, "ratio_to_baseline") == NULL,
+          "baseline: median 1100 tok/s of 3, MFU 0.21 of 2");
+    json_object *c = rep ? t1_cell(rep, "throughput.rows", "combo2", "124M") : NULL;
+    json_object *r = c ? jget(c, "ratio_to_baseline") : NULL;
+    CHECK(c && json_object_get_double(jget(c, "median_tokens_per_s")) == 1078 && r &&
+              json_object_get_int(jget(r, "n")) == 2 && fabs(json_object_get_double(jget(r, "mean")) - 0.965) < 1e-12 &&
+              fabs(json_object_get_double(jget(r, "se")) - 0.015) < 1e-12,
+          "combo2: seeds 0 and 1 pair (0.95, 0.98): 0.965 ± 0.015; seed 2 does not (the CPU)");
+    c = rep ? t1_cell(rep, "throughput.rows", "sinklogit", "124M") : NULL;
+    CHECK(c && json_object_get_int(jget(c, "runs")) == 1 && jget(c, "ratio_to_baseline") == NULL,
+          "sinklogit: one timed run, on 2 ranks: no pair");
+    CHECK(rep && t1_cell(rep, "throughput.rows", "baseline", "10M") == NULL, "10M: no cell");
+    size_t n;
+    char p[800];
+    snprintf(p, sizeof p, "%s/report.md", out);
+    char *md = (char *)read_all(p, &n);
+    CHECK(md && has(md, "## Training throughput") && has(md, "| baseline | – | 1100 tok/s, MFU 21.0% (3 seeds) |") &&
+              has(md, "| combo2 | – | 0.965 ± 0.015 (2) |") && has(md, "| sink logit | – | 990 tok/s, unpaired |") &&
+              has(md, "| *where* | – | 3 setups |"),
+          "report.md's throughput rows: %s", md ? strstr(md, "## Training throughput") : "(none)");
+    free(md);
+    snprintf(p, sizeof p, "%s/tables/throughput.csv", out);
+    char *csv = (char *)read_all(p, &n);
+    CHECK(csv && has(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where\n") &&
+              has(csv, "124M,combo2,3,1078,0.20999999999999999,2,0.96499999999999997,0.015000000000000012,3 setups\n"),
+          "throughput.csv: %s", csv ? csv : "(none)");
+    free(csv);
+    json_object_put(rep);
+    runs_free(&rs);
+}
+
 int main(void) {
     check_name = "test_report";
     if (make_tmpdir("report")) return 1;
     test_pairstat();
     test_paper();
     test_edges();
+    test_throughput();
     rm_rf(tmpdir);
     return check_finish();
 }
