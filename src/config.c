@@ -67,7 +67,8 @@ typedef enum {
     X(zero, CF_INT, CF_IO, R_ZERO, "ZeRO stage under MPI: 1 shards the AdamW state over the ranks (same training, less memory), 0 keeps it whole") \
     X(bucket_mb, CF_DOUBLE, CF_IO, R_GE0, "MiB of gradients per sum over ranks started during the backward (0: one sum after it)") \
     X(auto_micro_batch, CF_BOOL, CF_IO, R_NONE, "split the micro_batch x grad_accum sequences of a step over the ranks and into the largest micro-batch the GPU holds (no GPU: at most micro_batch); the same sequences a step") \
-    X(peak_tflops, CF_DOUBLE, CF_IO, R_GE0, "one device's dense bf16 peak in TFLOP/s, for the MFU in the log and result.json (0: from the GPU's name, if known)")
+    X(peak_tflops, CF_DOUBLE, CF_IO, R_GE0, "one device's dense bf16 peak in TFLOP/s, for the MFU in the log and result.json (0: from the GPU's name, if known)") \
+    X(profile_every, CF_LONG, CF_IO, R_NONNEG, "time each op of every this-many-th step, each op synchronised (that step runs slower and is left out of the steady tokens/s); the split by op goes to the log and result.json (0: off)")
 
 #define AS_FIELD(k, t, r, rg, h) {#k, t, offsetof(Config, k), r, h},
 #define AS_RANGE(k, t, r, rg, h) rg,

@@ -41,6 +41,7 @@ typedef struct {
     double bucket_mb;       /* gradient sums started during the backward, per this many MiB (grad_sync.h) */
     int auto_micro_batch;   /* the step's micro_batch x grad_accum sequences split afresh (batch_split.h) */
     double peak_tflops;     /* one device's dense bf16 peak for MFU; 0: from the device's name (mfu.h) */
+    long profile_every;     /* time each op of every this-many-th step (profile.h); 0: off */
 } Config;
 
 typedef enum { CF_INT, CF_LONG, CF_DOUBLE, CF_STR, CF_PATH, CF_BOOL } ConfigType;

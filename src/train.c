@@ -33,6 +33,7 @@
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
+#include "profile.h"
 #include "progress.h"
 #include "sampler.h"
 #include "shard.h"
@@ -73,8 +74,10 @@ typedef struct {
     double flop_tok;     /* model FLOPs a token (mfu.h) */
     double peak;         /* one device's dense bf16 peak, TFLOP/s; 0 unknown: no MFU */
     const char *peak_src; /* where the peak comes from */
-    double steady_s;     /* this process's steps after its first (which sets up plans and buffers) */
-    long steady_steps;
+    double steady_s;     /* this process's steps after its first (which sets up plans and buffers), */
+    long steady_steps;   /* less the profiled ones */
+    double prof_s;       /* profile_every's steps: their time (profile.h has the split) */
+    long prof_steps;
 } Run;
 
 /* the fraction of the ranks' peak that tok_s tokens a second keep busy;
@@ -304,6 +307,62 @@ static void log_split(const Config *c, const BatchSplit *s) {
     fputc('\n', stderr);
 }
 
+enum { PROF_TOP = 14 };
+
+/* profile_every's split: each category's milliseconds a profiled step, and
+ * the rest of the step ("other": the host's work between ops, and the
+ * gradient sums over ranks, which are not bracketed) */
+static void log_profile(const Run *r) {
+    const double n = (double)r->prof_steps, step_ms = 1e3 * r->prof_s / n;
+    double ops = 0;
+    fprintf(stderr, "sgtrain: profile of %ld step%s (each op synchronised): %.2f ms a step:", r->prof_steps,
+            r->prof_steps == 1 ? "" : "s", step_ms);
+    for (int k = 0; k < PROF_N; k++) {
+        const double ms = 1e3 * prof_secs[k] / n;
+        ops += ms;
+        if (prof_secs[k] > 0) fprintf(stderr, " %s %.2f (%.0f%%)", prof_name((ProfCat)k), ms, 100 * ms / step_ms);
+    }
+    fprintf(stderr, ", other %.2f (%.0f%%)\n", step_ms - ops, 100 * (step_ms - ops) / step_ms);
+}
+
+static void json_escaped(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* result.json's "profile": null without profile_every */
+static void profile_json(const Run *r, FILE *f) {
+    fputs("  \"profile\": ", f);
+    if (!r->prof_steps) {
+        fputs("null,\n", f);
+        return;
+    }
+    const double n = (double)r->prof_steps, step_ms = 1e3 * r->prof_s / n;
+    double ops = 0;
+    fprintf(f, "{\"steps\": %ld, \"ms_per_step\": %.6f, \"categories_ms\": {", r->prof_steps, step_ms);
+    for (int k = 0; k < PROF_N; k++) {
+        ops += 1e3 * prof_secs[k] / n;
+        fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", prof_name((ProfCat)k), 1e3 * prof_secs[k] / n);
+    }
+    fprintf(f, "}, \"other_ms\": %.6f, \"sites\": [", step_ms - ops);
+    ProfSite *top[PROF_TOP];
+    const int nt = prof_top_sites(top, PROF_TOP);
+    for (int i = 0; i < nt; i++) {
+        fprintf(f, "%s{\"op\": ", i ? ", " : "");
+        json_escaped(f, top[i]->what);
+        fprintf(f, ", \"category\": \"%s\", \"ms\": %.6f, \"calls\": %.6g, \"tflops\": ", prof_name(top[i]->cat),
+                1e3 * top[i]->secs / n, top[i]->calls / n);
+        if (top[i]->flops > 0 && top[i]->secs > 0) fprintf(f, "%.6g}", top[i]->flops / top[i]->secs / 1e12);
+        else fputs("null}", f);
+    }
+    fputs("]},\n", f);
+}
+
 static int write_result(Run *r, long steps, double val_loss, double wall, double tok_s) {
     const Config *c = r->c;
     char *buf = NULL;
@@ -336,6 +395,7 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
     if (r->peak > 0 && steady > 0) fprintf(f, "%.6f", run_mfu(r, steady));
     else fputs("null", f);
     fprintf(f, "},\n");
+    profile_json(r, f);
     /* the split used, and auto_micro_batch's measurements (rank 0's) */
     const BatchSplit *s = &r->split;
     fprintf(f, "  \"batch_split\": {\"micro_batch\": %d, \"grad_accum\": %d, \"auto\": %s", r->m.cfg.micro_batch,
@@ -409,8 +469,14 @@ static int run_loop(Run *r, long start) {
     int status = TRAIN_OK;
     progress_init(&r->prog, dist_root() ? stderr : NULL, c->iters);
     if (start > 0) progress_note(&r->prog, "resuming %s at step %ld", c->out, start);
+    prof_reset();
     for (; step < c->iters; step++) {
+        /* a profiled step starts on an idle device, so that its ops' times
+         * add up to its own */
+        const int profiled = c->profile_every > 0 && (step + 1) % c->profile_every == 0;
+        if (profiled) op_sync();
         double ts = now_s();
+        prof_on = profiled;
         model_zero_grad(m);
         double loss = 0;
         /* this rank's share of the global batch (dist.h) */
@@ -462,11 +528,13 @@ static int run_loop(Run *r, long start) {
         double te = now_s(), elapsed = r->elapsed_base + (te - t0);
         step_s += te - ts;
         timed_steps++;
-        if (timed_steps > 1) r->steady_s += te - ts, r->steady_steps++;
+        if (profiled) prof_on = 0, r->prof_s += te - ts, r->prof_steps++;
+        else if (timed_steps > 1) r->steady_s += te - ts, r->steady_steps++;
         double tok_s = (double)G * T / (te - ts), mfu = run_mfu(r, tok_s);
         long done = step + 1;
-        char mfu_s[32] = "";
+        char mfu_s[48] = "";
         if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, ",\"mfu\":%.6f", mfu);
+        if (profiled) snprintf(mfu_s + strlen(mfu_s), sizeof mfu_s - strlen(mfu_s), ",\"profiled\":true");
         log_metrics(r,
                     "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f%s,"
                     "\"elapsed_s\":%.3f}",
@@ -506,7 +574,9 @@ static int run_loop(Run *r, long start) {
             break;
         }
     }
+    prof_on = 0;
     progress_done(&r->prog);
+    if (dist_root() && r->prof_steps) log_profile(r);
     if (status == TRAIN_OK) {
         /* The final state is checkpointed before the (long) final evaluation
          * so that a pre-emption there loses no training. */

@@ -72,6 +72,29 @@ check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/mfu/result.json pa
 expect 2 "peak_tflops: expected a number >= 0, got '-1'" -- "$SG" $T --arm combo2 --peak_tflops -1 --out "$W/mfu_bad"
 check '[ ! -e $W/mfu_bad ]' "a bad --peak_tflops leaves no run directory"
 
+# --- profile_every (src/profile.h): every 5th step with each op timed -----
+expect 0 "profile of 4 steps \(each op synchronised\): [0-9.]+ ms a step: matmul [0-9.]+ \([0-9]+%\) attention .* gate .* classifier .*, other " -- \
+    "$SG" $T --arm combo2 --profile_every 5 --out "$W/prof"
+check 'python3 - "$W/prof" <<'"'"'PY'"'"'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/result.json"))
+p, t = r["profile"], r["throughput"]
+assert p["steps"] == 4 and t["steady_steps"] == 15, (p["steps"], t)
+cats = p["categories_ms"]
+assert set(cats) == {"matmul", "attention", "gate", "classifier", "layernorm", "pointwise", "embed", "optimizer"}, cats
+assert all(v > 0 for v in cats.values()), cats
+assert abs(sum(cats.values()) + p["other_ms"] - p["ms_per_step"]) < 1e-4, p
+assert p["other_ms"] > -1e-6, p
+sites = p["sites"]
+assert 0 < len(sites) <= 14 and all(a["ms"] >= b["ms"] for a, b in zip(sites, sites[1:])), sites
+assert any(s["op"].startswith("op_matmul_fwd(") and s["tflops"] > 0 for s in sites), sites
+lines = [json.loads(l) for l in open(d + "/metrics.jsonl") if "\"loss\"" in l]
+assert [l["step"] for l in lines if l.get("profiled")] == [5, 10, 15, 20], lines
+PY' "--profile_every 5: steps 5, 10, 15, 20 profiled, the categories and other add up to the step, 15 steady steps"
+check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/prof/result.json params_crc32)" ] &&
+       grep -q "\"profile\": null," $W/a/result.json' "profiling changes nothing trained; without it result.json's profile is null"
+
 # --- resume: stop_at, then continue: bitwise equal to uninterrupted -------
 for arm in baseline sinktoken combo; do
     "$SG" $T --arm $arm --iters 30 --out "$W/u_$arm" 2>/dev/null

@@ -547,6 +547,20 @@ timeout 300 "$EMU" $T --micro_batch 4 --grad_accum 1 --out "$W/exp4" >/dev/null 
 check '[ $rc -eq 0 ] && [ "$(bsv "$W/auto" micro_batch)/$(bsv "$W/auto" grad_accum)" = 4/1 ] &&
        [ -n "$(crc "$W/auto")" ] && [ "$(crc "$W/auto")" = "$(crc "$W/exp4")" ] && [ "$(peak "$W/auto")" = "$(peak "$W/exp4")" ]' \
     "4 sequences on a large device: one micro-batch of 4, bitwise micro_batch 4 x grad_accum 1, the same device peak (exit $rc; $(crc "$W/auto") $(crc "$W/exp4"); $(peak "$W/auto") $(peak "$W/exp4")): $(grep -m1 auto_micro_batch "$W/auto.log")"
+# --profile_every and the MFU on the CUDA backend: steps 2, 4 and 6 timed
+# op by op (each bracketed by a stream synchronisation), bits unchanged
+timeout 300 "$EMU" $T --micro_batch 4 --grad_accum 1 --profile_every 2 --peak_tflops 1 --out "$W/prof" >"$W/prof.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && [ -n "$(crc "$W/prof")" ] && [ "$(crc "$W/prof")" = "$(crc "$W/exp4")" ] &&
+       grep -q "MFU against 1 TFLOP/s a rank (--peak_tflops)" "$W/prof.log" &&
+       python3 - "$W/prof" <<'"'"'PY'"'"'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
+p, t = r["profile"], r["throughput"]
+assert r["backend"] == "cuda (emulated on the host, tests/emu)", r["backend"]
+assert p["steps"] == 3 and t["steady_steps"] == 2 and t["peak_source"] == "--peak_tflops", (p, t)
+assert min(p["categories_ms"][k] for k in ("matmul", "attention", "gate", "classifier")) > 0, p
+assert abs(t["mfu"] - t["flop_per_token"] * t["steady_tokens_per_s"] / 1e12) <= 1e-5 * t["mfu"], t
+PY' "CUDA backend, --profile_every 2 --peak_tflops 1: 3 steps profiled, 2 steady, bitwise the run without (exit $rc; $(crc "$W/prof") $(crc "$W/exp4")): $(grep -m1 "profile of" "$W/prof.log")"
 # the probe at the choice measures what the run holds, to the optimizer's
 # few bytes; the line is within 1% of the per-sequence part
 check 'awk -v m="$(bsv "$W/auto" measured_bytes)" -v p="$(peak "$W/auto")" -v l="$(bsv "$W/auto" predicted_bytes)" \

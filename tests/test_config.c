@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 36, "36 fields, got %d", n);
+    CHECK(n == 37, "37 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -83,15 +83,15 @@ static void test_fields(void) {
 
     /* Fields that do not change what is trained (and may change on resume). */
     const char *io[] = {"data", "out", "ckpt_every", "log_every", "threads", "val_every", "val_batches", "stop_at", "zero",
-                        "bucket_mb", "auto_micro_batch", "peak_tflops"};
+                        "bucket_mb", "auto_micro_batch", "peak_tflops", "profile_every"};
     int nio = 0;
     for (int i = 0; i < n; i++) {
         int is_io = 0;
-        for (int k = 0; k < 12; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
+        for (int k = 0; k < 13; k++) is_io |= strcmp(f[i].key, io[k]) == 0;
         nio += is_io;
         CHECK(f[i].role == (is_io ? CF_IO : CF_RUN), "%s role", f[i].key);
     }
-    CHECK(nio == 12, "twelve io fields");
+    CHECK(nio == 13, "thirteen io fields");
 }
 
 static void check_common(const Config *c, const char *tier) {
@@ -280,6 +280,8 @@ static void test_set(void) {
         {"peak_tflops", "-989", "peak_tflops: expected a number >= 0, got '-989'"},
         {"peak_tflops", "nan", "peak_tflops: expected a number >= 0, got 'nan'"},
         {"peak_tflops", "H200", "peak_tflops: expected a number >= 0, got 'H200'"},
+        {"profile_every", "-5", "profile_every: expected a non-negative integer, got '-5'"},
+        {"profile_every", "2.5", "profile_every: expected a non-negative integer, got '2.5'"},
         {"ln_bias", "2", "got '2'"},
         {"arm", "sinkhole", "arm: unknown arm 'sinkhole' (known arms: baseline, offbyone"},
         {"tier", "1B", "tier: unknown tier '1B' (known tiers: test, cpu-tiny"},
