@@ -6,6 +6,7 @@
 #include "analysis.h"
 #include "arms.h"
 #include "config.h"
+#include "mfu.h"
 #include "model.h"
 #include "model_io.h"
 #include "dist.h"
@@ -82,10 +83,15 @@ static int cmd_info(int argc, char **argv) {
         fprintf(stderr, "sgtrain: %s\n", err);
         return 2;
     }
+    /* what a run of this config computes (mfu.h), for sizing jobs: its
+     * GPU-hours at a given MFU are train_flop / (MFU x peak) */
+    const double fpt = mfu_flop_per_token(&c, model_count_non_embedding(&m));
+    const double tokens = (double)c.iters * c.micro_batch * c.grad_accum * c.block_size;
     printf("{\"tier\": \"%s\", \"arm\": \"%s\", \"params\": %ld, \"non_embedding\": %ld, "
-           "\"arm_extra\": %ld, \"tensors\": [",
-           c.tier, c.arm, model_count_params(&m), model_count_non_embedding(&m),
-           model_count_arm_extra(&m));
+           "\"arm_extra\": %ld, \"flop_per_token\": %.17g, \"train_tokens\": %.17g, \"train_flop\": %.17g, "
+           "\"tensors\": [",
+           c.tier, c.arm, model_count_params(&m), model_count_non_embedding(&m), model_count_arm_extra(&m), fpt,
+           tokens, fpt * tokens);
     for (int i = 0; i < m.n_tensors; i++) {
         const TensorInfo *t = &m.tensors[i];
         printf("%s{\"name\": \"%s\", \"shape\": [%d%s", i ? ", " : "", t->name, t->shape[0],

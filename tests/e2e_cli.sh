@@ -152,6 +152,18 @@ if command -v python3 >/dev/null; then
     "$SG" info --tier test --arm combo2 >"$W/info.json"
     check 'python3 tests/check_export.py "$W/a.safetensors" "$W/info.json"' "export: names, shapes and dtypes match the model (safetensors spec)"
 fi
+# info's sizing figures: the paper's token budgets (1.6B at 124M, 5.8B at
+# 350M) and the FLOP count of src/mfu.h (124M baseline: 797,930,496 a token,
+# tests/test_mfu.c)
+check 'python3 - "$SG" <<'"'"'PY'"'"'
+import json, subprocess, sys
+i = json.loads(subprocess.check_output([sys.argv[1], "info", "--tier", "124M"]))
+assert i["flop_per_token"] == 797930496 and i["train_tokens"] == 48800 * 32 * 1024, i
+assert i["train_flop"] == 797930496 * 48800 * 32 * 1024, i["train_flop"]
+assert round(i["train_tokens"] / 1e9, 1) == 1.6, i["train_tokens"]
+j = json.loads(subprocess.check_output([sys.argv[1], "info", "--tier", "350M"]))
+assert round(j["train_tokens"] / 1e9, 1) == 5.8, j["train_tokens"]
+PY' "info: FLOP a token, training tokens (the paper's 1.6B and 5.8B) and training FLOP"
 expect 2 "cannot open|No such file" -- "$SG" export "$W/nothing"
 expect 2 "usage" -- "$SG" export
 
