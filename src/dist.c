@@ -27,8 +27,11 @@ static int env_int(const char *name, int dflt) {
     return v && *v ? atoi(v) : dflt;
 }
 
+static int g_times; /* SG_DIST_TIMES=1 */
+
+int dist_times_on(void) { return g_times; }
+
 #ifdef SG_MPI
-static int g_times; /* SG_DIST_TIMES is set */
 /* Started nonblocking collectives (dist_isum_real, dist_isum_scatter_real),
  * and beside each request what its completion leaves to do: MPI wants the
  * count array of a nonblocking reduce-scatter untouched until it completes
@@ -81,6 +84,15 @@ static int launcher_size(const char **which) {
 }
 
 int dist_init(int *argc, char ***argv) {
+    const char *t = getenv("SG_DIST_TIMES");
+    if (t && *t && strcmp(t, "0") && strcmp(t, "1")) {
+        fprintf(stderr,
+                "sgtrain: SG_DIST_TIMES must be \"1\" (each rank prints the time of its gradient collectives) or "
+                "\"0\" (or unset: off), not \"%s\"\n",
+                t);
+        return -1;
+    }
+    g_times = t && !strcmp(t, "1");
     const char *which = "";
     int n = launcher_size(&which);
     if (n <= 1) return 0;
@@ -110,7 +122,6 @@ int dist_init(int *argc, char ***argv) {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &g_dist.local_rank);
     MPI_Comm_free(&node);
-    g_times = getenv("SG_DIST_TIMES") != NULL;
     if (!op_host_memory()) {
 #ifdef SG_NCCL
         if (dist_nccl_init(g_dist.rank, g_dist.size, g_dist.local_rank) == 0) {

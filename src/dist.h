@@ -98,6 +98,8 @@ int dist_isum_scatter_real(real *x, long n, long a, long b);
  * sums add to *comm_s only the time the host spends in them (progress and
  * the final wait): the part not hidden behind the backward. */
 void dist_times(double *wait_s, double *comm_s);
+/* SG_DIST_TIMES=1 (dist_init refuses any value but 0 and 1) */
+int dist_times_on(void);
 double dist_sum_double(double x);
 long dist_max_long(long x);
 /* End every rank now: a failed rank must not leave the others waiting in

@@ -605,7 +605,7 @@ static int run_loop(Run *r, long start) {
         }
     }
     (void)last_val;
-    if (getenv("SG_DIST_TIMES") && dist()->size > 1 && timed_steps > 0) {
+    if (dist_times_on() && dist()->size > 1 && timed_steps > 0) {
         /* each rank's own view: a slow rank waits less than the others */
         double wait_s, xfer_s;
         dist_times(&wait_s, &xfer_s);

@@ -70,6 +70,8 @@ for l in lines:
 PY' "--peak_tflops: metrics.jsonl's and result.json's mfu are FLOP a token x tokens/s over the peak (253,296 FLOP a token)"
 check '[ "$(json $W/a/result.json params_crc32)" = "$(json $W/mfu/result.json params_crc32)" ]' "--peak_tflops changes nothing trained"
 expect 2 "peak_tflops: expected a number >= 0, got '-1'" -- "$SG" $T --arm combo2 --peak_tflops -1 --out "$W/mfu_bad"
+expect 2 'SG_DIST_TIMES must be "1" .* or "0" \(or unset: off\), not "yes"' -- env SG_DIST_TIMES=yes "$SG" $T --out "$W/dt_bad"
+check '[ ! -e $W/dt_bad ]' "a bad SG_DIST_TIMES leaves no run directory"
 check '[ ! -e $W/mfu_bad ]' "a bad --peak_tflops leaves no run directory"
 
 # --- profile_every (src/profile.h): every 5th step with each op timed -----
