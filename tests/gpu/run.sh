@@ -128,13 +128,17 @@ SG_ATTN=mma "$CB/sgtrain" $A --micro_batch 4 --grad_accum 1 --out "$W/auto-exp" 
 check '[ "$(bsv "$W/auto" micro_batch)" = 4 ] && [ -n "$(crc "$W/auto")" ] && [ "$(crc "$W/auto")" = "$(crc "$W/auto-exp")" ]' \
     "auto_micro_batch: the test tier's 4 sequences as one micro-batch, bitwise micro_batch 4 ($(crc "$W/auto") $(crc "$W/auto-exp")): $(grep -m1 auto_micro_batch "$W/auto.log")"
 "$B/sgsynth" --out "$W/data50k" --vocab 50257 --val-tokens 40000 --train-tokens 200000 --shard-tokens 100000 >/dev/null
-SG_ATTN=mma "$CB/sgtrain" train --tier 124M --arm combo2 --iters 2 --warmup 1 --val_every 0 --val_batches_final 1 \
-    --ckpt_every 0 --auto_micro_batch true --data "$W/data50k" --out "$W/auto124" 2>"$W/auto124.log"
+# 5 steps: the first sets up, 2 to 4 give the training loop's own rate
+# and MFU (result.json's throughput), the 5th its split by op
+SG_ATTN=mma "$CB/sgtrain" train --tier 124M --arm combo2 --iters 5 --warmup 1 --val_every 0 --val_batches_final 1 \
+    --ckpt_every 0 --auto_micro_batch true --profile_every 5 --data "$W/data50k" --out "$W/auto124" 2>"$W/auto124.log"
 room=$(bsv "$W/auto124" room_bytes) kept=$(bsv "$W/auto124" kept_free_bytes) mb=$(bsv "$W/auto124" micro_batch)
 check '[ -n "$mb" ] && [ "$(bsv "$W/auto124" measured_bytes)" -le $((room - kept)) ] && [ "$(peak "$W/auto124")" -le "$room" ] &&
        { nx=$(bsv "$W/auto124" next_predicted_bytes); [ "$nx" = 0 ] || [ "$nx" -gt $((room - kept)) ]; }' \
     "auto_micro_batch at 124M: $(grep -m1 auto_micro_batch "$W/auto124.log"); the run's peak $(peak "$W/auto124") B"
 echo "auto_micro_batch 124M: $(grep -m1 auto_micro_batch "$W/auto124.log"); device peak $(peak "$W/auto124") B; $(grep -m1 '^done:' "$W/auto124.log")"
+echo "124M combo2 under auto_micro_batch, the training loop: $(sed -nE 's/.*"throughput": (\{[^}]*\}).*/\1/p' "$W/auto124/result.json")"
+echo "$(grep -m1 'profile of' "$W/auto124.log")"
 
 AN="--batches 2 --batch-size 4 --quiet"
 for arm in baseline sinklogit normgate combo2; do
