@@ -31,7 +31,7 @@ worst() { paste <(losses "$1"; vals "$1") <(losses "$2"; vals "$2") | awk 'BEGIN
 
 "$SG" $T --out "$W/r1" 2>/dev/null
 timeout 120 $MPI -n 2 "$SG" $T --out "$W/r2" 2>"$W/r2.log"; rc2=$?
-timeout 120 $MPI -n 4 "$SG" $T --out "$W/r4" 2>"$W/r4.log"; rc4=$?
+timeout 120 $MPI -n 4 "$SG" $T --peak_tflops 0.001 --profile_every 10 --out "$W/r4" 2>"$W/r4.log"; rc4=$?
 check '[ $rc2 -eq 0 ] && [ $rc4 -eq 0 ]' "2 and 4 ranks train ($rc2, $rc4): $(tail -n 3 $W/r2.log)"
 for n in 2 4; do
     w=$(worst "$W/r1" "$W/r$n")
@@ -40,6 +40,17 @@ done
 check 'grep -q "\"ranks\": 4" $W/r4/result.json && grep -q "\"ranks\": 1" $W/r1/result.json' "result.json records the ranks"
 check '[ "$(grep -c . $W/r4/metrics.jsonl)" = "$(grep -c . $W/r1/metrics.jsonl)" ] && [ "$(grep -c "^done:" $W/r4.log)" = 1 ]' "rank 0 alone writes metrics and the summary"
 check 'grep -q ", 4 ranks" $W/r4.log' "the banner names the rank count"
+# MFU over 4 ranks divides by 4 peaks; rank 0 alone logs its profile
+check 'python3 - "$W/r4" <<'"'"'PY'"'"'
+import json, sys
+r = json.load(open(sys.argv[1] + "/result.json"))
+t, p = r["throughput"], r["profile"]
+assert r["ranks"] == 4 and t["peak_tflops_per_rank"] == 0.001, t
+assert abs(t["mfu"] - t["flop_per_token"] * t["steady_tokens_per_s"] / (4 * 0.001e12)) <= 1e-5 * t["mfu"], t
+assert p["steps"] == 3 and p["categories_ms"]["matmul"] > 0, p
+PY
+' "4 ranks: result.json's mfu is FLOP a token x tokens/s over 4 ranks' peaks; the profile of steps 10, 20, 30"
+check '[ "$(grep -c "profile of 3 steps" $W/r4.log)" = 1 ]' "one profile line (rank 0's)"
 
 # the gradient sum overlaps the last backward: buckets of whole layers are
 # summed as they finish (a 1 KiB bucket: one per layer), or in one bucket
