@@ -2,6 +2,7 @@
 
 #include "arms.h"
 #include "errmsg.h"
+#include "json_out.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -735,27 +736,6 @@ static void yaml_quote(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void json_quote(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\b': fputs("\\b", f); break;
-        case '\f': fputs("\\f", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* Plain-text value, as diff messages show it. */
 static void fmt_value(const Config *c, const ConfigField *f, char *buf, size_t n) {
     switch (f->type) {
@@ -795,7 +775,7 @@ int config_write_json(const Config *c, FILE *f) {
         const ConfigField *fd = &FIELDS[i];
         fprintf(f, "%s\"%s\":", i ? "," : "", fd->key);
         if (fd->type == CF_STR || fd->type == CF_PATH)
-            json_quote(f, FCPTR(c, fd, char));
+            json_put_string(f, FCPTR(c, fd, char));
         else if (fd->type == CF_DOUBLE && !isfinite(*FCPTR(c, fd, double)))
             fputs("null", f); /* JSON has no inf/nan */
         else {

@@ -29,6 +29,7 @@
 #include "eval.h"
 #include "fsutil.h"
 #include "grad_sync.h"
+#include "json_out.h"
 #include "mfu.h"
 #include "model.h"
 #include "ops.h"
@@ -325,16 +326,6 @@ static void log_profile(const Run *r) {
     fprintf(stderr, ", other %.2f (%.0f%%)\n", step_ms - ops, 100 * (step_ms - ops) / step_ms);
 }
 
-static void json_escaped(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* result.json's "profile": null without profile_every */
 static void profile_json(const Run *r, FILE *f) {
     fputs("  \"profile\": ", f);
@@ -354,7 +345,7 @@ static void profile_json(const Run *r, FILE *f) {
     const int nt = prof_top_sites(top, PROF_TOP);
     for (int i = 0; i < nt; i++) {
         fprintf(f, "%s{\"op\": ", i ? ", " : "");
-        json_escaped(f, top[i]->what);
+        json_put_string(f, top[i]->what);
         fprintf(f, ", \"category\": \"%s\", \"ms\": %.6f, \"calls\": %.6g, \"tflops\": ", prof_name(top[i]->cat),
                 1e3 * top[i]->secs / n, top[i]->calls / n);
         if (top[i]->flops > 0 && top[i]->secs > 0) fprintf(f, "%.6g}", top[i]->flops / top[i]->secs / 1e12);

@@ -44,6 +44,7 @@
 
 #include "arms.h"
 #include "config.h"
+#include "json_out.h"
 #include "mfu.h"
 #include "model.h"
 #include "ops.h"
@@ -77,15 +78,6 @@ static int listed(const char *list, const char *name) {
 }
 
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static void json_num(FILE *f, double x) {
     if (isfinite(x)) fprintf(f, "%.6g", x);
@@ -456,11 +448,11 @@ int main(int argc, char **argv) {
     }
     if (js) {
         fprintf(js, "{\"backend\": ");
-        json_str(js, dev);
+        json_put_string(js, dev);
         fprintf(js, ", \"peak_tflops\": ");
         json_num(js, peak > 0 ? peak : NAN);
         fprintf(js, ", \"flop_formula\": ");
-        json_str(js, FLOP_FORMULA);
+        json_put_string(js, FLOP_FORMULA);
         fprintf(js, ", \"steps\": %d, \"warmup_steps\": %d, \"train\": {", steps, warmup);
     }
     int failed = 0;
@@ -474,7 +466,7 @@ int main(int argc, char **argv) {
             int first_arm = 1;
             if (js) {
                 fprintf(js, "%s", ti ? ", " : "");
-                json_str(js, tiers[ti]);
+                json_put_string(js, tiers[ti]);
                 fprintf(js, ": {");
             }
             for (int ai = 0; ai < arm_count(); ai++) {
@@ -485,7 +477,7 @@ int main(int argc, char **argv) {
                     fprintf(js, "%s\"%s\": {\"ok\": %s", first_arm ? "" : ", ", arm, r.ok ? "true" : "false");
                     if (r.err[0]) {
                         fprintf(js, ", \"error\": ");
-                        json_str(js, r.err);
+                        json_put_string(js, r.err);
                     }
                     if (r.B)
                         fprintf(js,
@@ -507,7 +499,7 @@ int main(int argc, char **argv) {
                         fprintf(js, "}, \"profile_sites\": [");
                         for (int i = 0; i < r.n_sites; i++) {
                             fprintf(js, "%s{\"site\": ", i ? ", " : "");
-                            json_str(js, r.site[i].what);
+                            json_put_string(js, r.site[i].what);
                             fprintf(js, ", \"ms\": %.4f, \"calls\": %d, \"tflops\": %.3f}", r.site[i].ms,
                                     r.site[i].calls, r.site[i].tflops);
                         }
