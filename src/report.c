@@ -156,13 +156,21 @@ static void md_paired(Buf *b, Paired p, int sign) {
     else bprintf(b, " %+.4f ± %.4f (%d/%d) |", m, p.se, sign > 0 ? p.improved : p.n - p.improved, p.n);
 }
 
-static json_object *j_paired(Paired p, int sign) {
+/* {"n", "mean", "se"}: a plain mean (se null for one value); NULL for none */
+static json_object *j_mean(Paired p) {
     if (p.n == 0) return NULL;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "n", json_object_new_int(p.n));
-    json_object_object_add(o, "mean", json_object_new_double(sign * p.mean));
+    json_object_object_add(o, "mean", json_object_new_double(p.mean));
     json_object_object_add(o, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
-    json_object_object_add(o, "improved", json_object_new_int(p.improved));
+    return o;
+}
+
+/* the same for a paired difference, signed, with its count of improved seeds */
+static json_object *j_paired(Paired p, int sign) {
+    p.mean *= sign;
+    json_object *o = j_mean(p);
+    if (o) json_object_object_add(o, "improved", json_object_new_int(p.improved));
     return o;
 }
 
@@ -209,14 +217,7 @@ static void table1(const Grid *gr, Buf *md, Buf *csv, json_object *js) {
         bprintf(csv, ",");
         csv_num(csv, p.se, p.n > 1);
         bprintf(csv, "\n");
-        json_object *c = NULL;
-        if (p.n) {
-            c = json_object_new_object();
-            json_object_object_add(c, "n", json_object_new_int(p.n));
-            json_object_object_add(c, "mean", json_object_new_double(p.mean));
-            json_object_object_add(c, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
-        }
-        json_object_object_add(jb, gr->rs->groups[g], c);
+        json_object_object_add(jb, gr->rs->groups[g], j_mean(p));
     }
     json_object_object_add(js, "baseline_loss", jb);
 
@@ -526,14 +527,7 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
                     json_object_object_add(c, "runs", json_object_new_int(n));
                     json_object_object_add(c, "median_tokens_per_s", json_object_new_double(med));
                     json_object_object_add(c, "median_mfu", nm ? json_object_new_double(mfu) : NULL);
-                    json_object *jr = NULL;
-                    if (p.n) {
-                        jr = json_object_new_object();
-                        json_object_object_add(jr, "n", json_object_new_int(p.n));
-                        json_object_object_add(jr, "mean", json_object_new_double(p.mean));
-                        json_object_object_add(jr, "se", p.n > 1 ? json_object_new_double(p.se) : NULL);
-                    }
-                    if (a != gr->base) json_object_object_add(c, "ratio_to_baseline", jr);
+                    if (a != gr->base) json_object_object_add(c, "ratio_to_baseline", j_mean(p));
                 }
                 json_object_object_add(cells, gr->rs->groups[g], c);
             }
