@@ -376,14 +376,14 @@ static int write_result(Run *r, long steps, double val_loss, double wall, double
      * evaluations and the checkpoints that tokens_per_s averages in */
     const double steady = r->steady_s > 0 ? (double)r->steady_steps * G * c->block_size / r->steady_s : 0;
     fprintf(f, "  \"throughput\": {\"steady_tokens_per_s\": ");
-    if (steady > 0) fprintf(f, "%.1f", steady);
+    if (steady > 0) fprintf(f, "%.9g", steady);
     else fputs("null", f);
     fprintf(f, ", \"steady_steps\": %ld, \"flop_per_token\": %.17g, \"peak_tflops_per_rank\": ", r->steady_steps,
             r->flop_tok);
     if (r->peak > 0) fprintf(f, "%.17g, \"peak_source\": \"%s\"", r->peak, r->peak_src);
     else fputs("null, \"peak_source\": null", f);
     fputs(", \"mfu\": ", f);
-    if (r->peak > 0 && steady > 0) fprintf(f, "%.6f", run_mfu(r, steady));
+    if (r->peak > 0 && steady > 0) fprintf(f, "%.6g", run_mfu(r, steady));
     else fputs("null", f);
     fprintf(f, "},\n");
     profile_json(r, f);
@@ -524,7 +524,7 @@ static int run_loop(Run *r, long start) {
         double tok_s = (double)G * T / (te - ts), mfu = run_mfu(r, tok_s);
         long done = step + 1;
         char mfu_s[48] = "";
-        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, ",\"mfu\":%.6f", mfu);
+        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, ",\"mfu\":%.6g", mfu);
         if (profiled) snprintf(mfu_s + strlen(mfu_s), sizeof mfu_s - strlen(mfu_s), ",\"profiled\":true");
         log_metrics(r,
                     "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f%s,"
