@@ -402,6 +402,36 @@ static const RunRec *timed_run(const Grid *gr, int g, int a, int s) {
     return gr->has[AT(gr, g, a, s)] && r && isfinite(r->tok_s) ? r : NULL;
 }
 
+/* the done run of (g, a, s) with a wall time, or NULL */
+static const RunRec *walled_run(const Grid *gr, int g, int a, int s) {
+    const RunRec *r = gr->first[AT(gr, g, a, s)];
+    return gr->has[AT(gr, g, a, s)] && r && isfinite(r->wall_s) ? r : NULL;
+}
+
+/* "42 s", "12 min", "47.5 h" */
+static void md_duration(Buf *b, double s) {
+    if (s < 90) bprintf(b, "%.0f s", s);
+    else if (s < 5400) bprintf(b, "%.0f min", s / 60);
+    else bprintf(b, "%.1f h", s / 3600);
+}
+
+/* Over the done runs of group g (arm a, or every arm with a < 0) with a
+ * wall time: how many, their median wall time, and their device-hours
+ * (wall time x ranks).  xs has room for S values a seed of every arm. */
+static int wall_stats(const Grid *gr, int g, int a, double *xs, double *median, double *hours) {
+    int n = 0;
+    *hours = 0;
+    for (int b = a < 0 ? 0 : a; b < (a < 0 ? gr->A : a + 1); b++)
+        for (int s = 0; s < gr->S; s++) {
+            const RunRec *r = walled_run(gr, g, b, s);
+            if (!r) continue;
+            *hours += r->wall_s * r->ranks / 3600;
+            xs[n++] = r->wall_s;
+        }
+    *median = n ? median_of(xs, n) : NAN;
+    return n;
+}
+
 static int same_setup(const RunRec *x, const RunRec *y) {
     return x->ranks == y->ranks && !strcmp(x->backend, y->backend);
 }
@@ -414,12 +444,14 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
     int any = 0;
     for (int g = 0; g < G && !any; g++)
         for (int a = 0; a < gr->A && !any; a++)
-            for (int s = 0; s < S && !any; s++) any = timed_run(gr, g, a, s) != NULL;
+            for (int s = 0; s < S && !any; s++) any = timed_run(gr, g, a, s) || walled_run(gr, g, a, s);
     if (!any) return 0;
+    /* x, y: a value a seed of one arm; w: a wall time a run of a tier */
     double *x = malloc(sizeof *x * (size_t)(S + 1)), *y = malloc(sizeof *y * (size_t)(S + 1));
+    double *w = malloc(sizeof *w * ((size_t)S * gr->A + 1));
     unsigned char *h = malloc((size_t)S + 1);
-    if (!x || !y || !h) {
-        free(x), free(y), free(h);
+    if (!x || !y || !h || !w) {
+        free(x), free(y), free(h), free(w);
         md->oom = 1;
         return 0;
     }
@@ -430,13 +462,16 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
                 "over the %s's of the same seed, mean ± SE over the seeds (n), paired only where both ran "
                 "on the same backend with the same number of ranks: above 1 is faster (a median tok/s marked "
                 "unpaired where no seed pairs). Timings depend on "
-                "the machine and its load, so compare runs made under the same conditions.\n\n| Arm |",
+                "the machine and its load, so compare runs made under the same conditions. *run time* is the "
+                "median wall time of a finished run (all sessions, evaluations included), *device-hours* the "
+                "sum over finished runs of wall time × ranks: the study's compute, as the paper reports it "
+                "(Appendix A).\n\n| Arm |",
             label_of(gr->base), label_of(gr->base));
     for (int g = 0; g < G; g++) bprintf(md, " %s |", gr->rs->groups[g]);
     bprintf(md, "\n|---|");
     for (int g = 0; g < G; g++) bprintf(md, "---|");
     bprintf(md, "\n| *where* |");
-    bprintf(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where\n");
+    bprintf(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where,median_run_s,device_hours\n");
     json_object *jw = json_object_new_object(), *rows = json_object_new_array();
     const char **where = calloc((size_t)G + 1, sizeof *where);
     char (*wbuf)[192] = calloc((size_t)G + 1, sizeof *wbuf);
@@ -467,12 +502,36 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
         bprintf(md, " %s |", where[g][0] ? where[g] : "–");
         json_object_object_add(jw, gr->rs->groups[g], where[g][0] ? json_object_new_string(where[g]) : NULL);
     }
+    json_object *jt = json_object_new_object(), *jh = json_object_new_object();
+    for (int pass = 0; pass < 2; pass++) {
+        bprintf(md, pass ? "\n| *device-hours* |" : "\n| *run time* |");
+        for (int g = 0; g < G; g++) {
+            double med, hours;
+            const int n = wall_stats(gr, g, -1, w, &med, &hours);
+            if (!n) {
+                bprintf(md, " – |");
+                json_object_object_add(pass ? jh : jt, gr->rs->groups[g], NULL);
+                continue;
+            }
+            if (pass) {
+                bprintf(md, " %.3g (%d run%s) |", hours, n, n > 1 ? "s" : "");
+                json_object_object_add(jh, gr->rs->groups[g], json_object_new_double(hours));
+                continue;
+            }
+            bprintf(md, " ");
+            md_duration(md, med);
+            bprintf(md, " |");
+            json_object_object_add(jt, gr->rs->groups[g], json_object_new_double(med));
+        }
+    }
+    json_object_object_add(js, "median_run_s", jt);
+    json_object_object_add(js, "device_hours", jh);
     for (int pass = 0; pass < 2; pass++)
         for (int a = 0; a < gr->A; a++) {
             if ((pass == 0) != (a == gr->base)) continue;
             int present = 0;
             for (int g = 0; g < G && !present; g++)
-                for (int s = 0; s < S && !present; s++) present = timed_run(gr, g, a, s) != NULL;
+                for (int s = 0; s < S && !present; s++) present = timed_run(gr, g, a, s) || walled_run(gr, g, a, s);
             if (!present) continue;
             bprintf(md, "\n| %s |", label_of(a));
             json_object *row = json_object_new_object(), *cells = json_object_new_object();
@@ -507,7 +566,9 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
                     bprintf(md, " %.3f (1 seed) |", p.mean);
                 else
                     bprintf(md, " %.3f ± %.3f (%d) |", p.mean, p.se, p.n);
-                if (n) {
+                double wmed, whours;
+                const int wn = wall_stats(gr, g, a, w, &wmed, &whours);
+                if (n || wn) {
                     csv_str(csv, gr->rs->groups[g]);
                     bprintf(csv, ",%s,%d,", arm_at(a)->name, n);
                     csv_num(csv, med, n > 0);
@@ -519,6 +580,10 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
                     csv_num(csv, p.se, p.n > 1);
                     bprintf(csv, ",");
                     csv_str(csv, where[g]);
+                    bprintf(csv, ",");
+                    csv_num(csv, wmed, wn > 0);
+                    bprintf(csv, ",");
+                    csv_num(csv, whours, wn > 0);
                     bprintf(csv, "\n");
                 }
                 json_object *c = NULL;
@@ -540,7 +605,7 @@ out:
     json_object_object_add(js, "rows", rows);
     free(where);
     free(wbuf);
-    free(x), free(y), free(h);
+    free(x), free(y), free(h), free(w);
     return 1;
 }
 

@@ -44,7 +44,7 @@ static RunRec *add_run(RunSet *rs, const char *dir) {
     if (!(r->dir = strdup(dir))) return NULL;
     r->seed = -1;
     r->group = -1;
-    r->tok_s = r->mfu = NAN;
+    r->tok_s = r->mfu = r->wall_s = NAN;
     r->ranks = 1;
     rs->n++;
     return r;
@@ -138,6 +138,7 @@ static int read_result(RunRec *r) {
         goto out;
     }
     if (json_object_object_get_ex(o, "steps", &v)) r->step = r->iters = (long)json_object_get_int64(v);
+    r->wall_s = json_positive(o, "wall_s");
     json_object *tp;
     if (json_object_object_get_ex(o, "throughput", &tp) && json_object_is_type(tp, json_type_object)) {
         r->tok_s = json_positive(tp, "steady_tokens_per_s");

@@ -32,6 +32,7 @@ typedef struct {
     long seed;            /* -1 when unknown (corrupt) */
     double final_loss;    /* done runs */
     double tok_s, mfu;    /* done runs: result.json's throughput (steady tokens/s, MFU); NaN when absent */
+    double wall_s;        /* done runs: wall time over all sessions; NaN when absent */
     char backend[128];    /* done runs: where it ran (result.json's backend), "" when absent */
     int ranks;            /* done runs: processes that trained it (1 when absent) */
     long step, iters;     /* last step reached, steps planned (0 when unknown) */

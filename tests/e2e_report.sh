@@ -108,7 +108,8 @@ check 'grep -q "| combo2 | $want ± " $W/real/report/report.md' "combo2's paired
 t() { sed -nE 's/.*"steady_tokens_per_s": ([^,]*),.*/\1/p' "$W/real/$1/result.json"; }
 want=$(awk -v a="$(t combo2-s0)" -v b="$(t baseline-s0)" -v c="$(t combo2-s1)" -v d="$(t baseline-s1)" 'BEGIN { printf "%.3f", (a/b + c/d)/2 }')
 check 'grep -q "| \*where\* | cpu |" $W/real/report/report.md && grep -q "| combo2 | $want ± [0-9.]* (2) |" $W/real/report/report.md &&
-       grep -q "^test,combo2,2," $W/real/report/tables/throughput.csv' "the throughput table from the real runs' steady tokens/s: combo2 at $want of the baseline, on the cpu"
+       grep -qE "^\| \*device-hours\* \| [0-9.e-]+ \(4 runs\) \|$" $W/real/report/report.md &&
+       grep -q "^test,combo2,2," $W/real/report/tables/throughput.csv' "the throughput table from the real runs' steady tokens/s: combo2 at $want of the baseline, on the cpu; the device-hours of the 4 finished runs"
 check 'grep -q "sinklogit-s0: test sinklogit seed 0: interrupted or running, checkpointed, at step 5 of 20" $W/real/report/report.md' "the interrupted run is named with its step"
 check 'grep -qE "projgate-s0: test projgate seed 0: failed at step [0-9]+: the (training loss|gradient norm)" $W/real/report/report.md' "the failed run is named with its reason"
 expect 1 "" -- "$REP" --no-figures --strict --quiet "$W/real"

@@ -368,7 +368,7 @@ static void test_edges(void) {
 
 /* A result.json with the throughput sgtrain writes (mfu < 0: null). */
 static void write_timed(const char *root, const char *tier, const char *arm, int seed, double tok_s, double mfu,
-                        const char *backend, int ranks) {
+                        const char *backend, int ranks, double wall_s) {
     char dir[1024], path[1100], buf[1024], mf[32] = "null";
     snprintf(dir, sizeof dir, "%s/fw-%s/%s/s%d", root, tier, arm, seed);
     mkd(dir);
@@ -376,11 +376,11 @@ static void write_timed(const char *root, const char *tier, const char *arm, int
     if (mfu >= 0) snprintf(mf, sizeof mf, "%.17g", mfu);
     int n = snprintf(buf, sizeof buf,
                      "{\n  \"tier\": \"%s\",\n  \"arm\": \"%s\",\n  \"seed\": %d,\n  \"steps\": 100,\n"
-                     "  \"final_val_loss\": 3.5,\n  \"tokens_per_s\": 1.0,\n  \"ranks\": %d,\n"
+                     "  \"final_val_loss\": 3.5,\n  \"wall_s\": %.3f,\n  \"tokens_per_s\": 1.0,\n  \"ranks\": %d,\n"
                      "  \"throughput\": {\"steady_tokens_per_s\": %.17g, \"steady_steps\": 99, \"flop_per_token\": 1e9, "
                      "\"peak_tflops_per_rank\": null, \"peak_source\": null, \"mfu\": %s},\n"
                      "  \"backend\": \"%s\",\n  \"config\": {\"data\": \"data/fw\"}\n}\n",
-                     tier, arm, seed, ranks, tok_s, mf, backend);
+                     tier, arm, seed, wall_s, ranks, tok_s, mf, backend);
     write_bytes(path, buf, (size_t)n);
 }
 
@@ -391,13 +391,13 @@ static void test_throughput(void) {
     snprintf(root, sizeof root, "%s/tp", tmpdir);
     snprintf(out, sizeof out, "%s/tp-report", tmpdir);
     const char *h200 = "cuda (NVIDIA H200, sm_90)";
-    write_timed(root, "124M", "baseline", 0, 1000, 0.20, h200, 1);
-    write_timed(root, "124M", "baseline", 1, 1100, 0.22, h200, 1);
-    write_timed(root, "124M", "baseline", 2, 1200, -1, "cpu", 1);
-    write_timed(root, "124M", "combo2", 0, 950, 0.19, h200, 1);  /* 0.95 */
-    write_timed(root, "124M", "combo2", 1, 1078, 0.21, h200, 1); /* 0.98 */
-    write_timed(root, "124M", "combo2", 2, 1300, 0.25, h200, 1); /* the baseline's seed 2 ran on the CPU */
-    write_timed(root, "124M", "sinklogit", 0, 990, -1, h200, 2); /* 2 ranks against 1 */
+    write_timed(root, "124M", "baseline", 0, 1000, 0.20, h200, 1, 600);
+    write_timed(root, "124M", "baseline", 1, 1100, 0.22, h200, 1, 660);
+    write_timed(root, "124M", "baseline", 2, 1200, -1, "cpu", 1, 720);
+    write_timed(root, "124M", "combo2", 0, 950, 0.19, h200, 1, 630);   /* 0.95 */
+    write_timed(root, "124M", "combo2", 1, 1078, 0.21, h200, 1, 690);  /* 0.98 */
+    write_timed(root, "124M", "combo2", 2, 1300, 0.25, h200, 1, 7200); /* the baseline's seed 2 ran on the CPU */
+    write_timed(root, "124M", "sinklogit", 0, 990, -1, h200, 2, 500);  /* 2 ranks against 1 */
     write_result(root, "124M", "fw", "sinklogit", 1, 3.5);       /* no throughput: an earlier version's */
     write_result(root, "10M", "fw", "baseline", 0, 4.2);
     char *roots[] = {root};
@@ -427,19 +427,31 @@ static void test_throughput(void) {
     CHECK(c && json_object_get_int(jget(c, "runs")) == 1 && jget(c, "ratio_to_baseline") == NULL,
           "sinklogit: one timed run, on 2 ranks: no pair");
     CHECK(rep && t1_cell(rep, "throughput.rows", "baseline", "10M") == NULL, "10M: no cell");
+    /* the 124M runs' wall times: 500 600 630 660 690 720 7200 s, median 660;
+     * device-hours (600 + 660 + 720 + 630 + 690 + 7200 + 2 x 500) / 3600 */
+    json_object *t = rep ? jget(rep, "throughput.median_run_s") : NULL;
+    CHECK(t && json_object_object_get_ex(t, "124M", &v) && json_object_get_double(v) == 660, "median run time 660 s");
+    t = rep ? jget(rep, "throughput.device_hours") : NULL;
+    CHECK(t && json_object_object_get_ex(t, "124M", &v) && fabs(json_object_get_double(v) - 11500.0 / 3600) < 1e-12 &&
+              json_object_object_get_ex(t, "10M", &v) && v == NULL,
+          "device-hours 11,500 s / 3,600 at 124M; none at 10M (no wall time)");
     size_t n;
     char p[800];
     snprintf(p, sizeof p, "%s/report.md", out);
     char *md = (char *)read_all(p, &n);
     CHECK(md && has(md, "## Training throughput") && has(md, "| baseline | – | 1100 tok/s, MFU 21.0% (3 seeds) |") &&
               has(md, "| combo2 | – | 0.965 ± 0.015 (2) |") && has(md, "| sink logit | – | 990 tok/s, unpaired |") &&
-              has(md, "| *where* | – | 3 setups |"),
+              has(md, "| *where* | – | 3 setups |") && has(md, "| *run time* | – | 11 min |") &&
+              has(md, "| *device-hours* | – | 3.19 (7 runs) |"),
           "report.md's throughput rows: %s", md ? strstr(md, "## Training throughput") : "(none)");
     free(md);
     snprintf(p, sizeof p, "%s/tables/throughput.csv", out);
     char *csv = (char *)read_all(p, &n);
-    CHECK(csv && has(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where\n") &&
-              has(csv, "124M,combo2,3,1078,0.20999999999999999,2,0.96499999999999997,0.015000000000000012,3 setups\n"),
+    CHECK(csv &&
+              has(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where,median_run_s,"
+                       "device_hours\n") &&
+              has(csv, "124M,combo2,3,1078,0.20999999999999999,2,0.96499999999999997,0.015000000000000012,3 setups,"
+                       "690,2.3666666666666667\n"),
           "throughput.csv: %s", csv ? csv : "(none)");
     free(csv);
     json_object_put(rep);
