@@ -473,9 +473,8 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
     bprintf(md, "\n| *where* |");
     bprintf(csv, "tier,arm,runs,median_tokens_per_s,median_mfu,pairs,ratio_mean,ratio_se,where,median_run_s,device_hours\n");
     json_object *jw = json_object_new_object(), *rows = json_object_new_array();
-    const char **where = calloc((size_t)G + 1, sizeof *where);
-    char (*wbuf)[192] = calloc((size_t)G + 1, sizeof *wbuf);
-    if (!where || !wbuf) {
+    char (*where)[192] = calloc((size_t)G + 1, sizeof *where); /* "" where no run is timed */
+    if (!where) {
         md->oom = 1;
         goto out;
     }
@@ -494,11 +493,10 @@ static int table_throughput(const Grid *gr, Buf *md, Buf *csv, json_object *js) 
                     }
                 if (!seen) setups++, one = r;
             }
-        if (!setups) wbuf[g][0] = 0;
-        else if (setups > 1) snprintf(wbuf[g], sizeof wbuf[g], "%d setups", setups);
-        else if (one->ranks > 1) snprintf(wbuf[g], sizeof wbuf[g], "%s, %d ranks", one->backend[0] ? one->backend : "?", one->ranks);
-        else snprintf(wbuf[g], sizeof wbuf[g], "%s", one->backend[0] ? one->backend : "?");
-        where[g] = wbuf[g];
+        if (setups > 1) snprintf(where[g], sizeof where[g], "%d setups", setups);
+        else if (setups && one->ranks > 1)
+            snprintf(where[g], sizeof where[g], "%s, %d ranks", one->backend[0] ? one->backend : "?", one->ranks);
+        else if (setups) snprintf(where[g], sizeof where[g], "%s", one->backend[0] ? one->backend : "?");
         bprintf(md, " %s |", where[g][0] ? where[g] : "–");
         json_object_object_add(jw, gr->rs->groups[g], where[g][0] ? json_object_new_string(where[g]) : NULL);
     }
@@ -604,7 +602,6 @@ out:
     json_object_object_add(js, "where", jw);
     json_object_object_add(js, "rows", rows);
     free(where);
-    free(wbuf);
     free(x), free(y), free(h), free(w);
     return 1;
 }

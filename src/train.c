@@ -523,13 +523,13 @@ static int run_loop(Run *r, long start) {
         else if (timed_steps > 1) r->steady_s += te - ts, r->steady_steps++;
         double tok_s = (double)G * T / (te - ts), mfu = run_mfu(r, tok_s);
         long done = step + 1;
-        char mfu_s[48] = "";
-        if (mfu >= 0) snprintf(mfu_s, sizeof mfu_s, ",\"mfu\":%.6g", mfu);
-        if (profiled) snprintf(mfu_s + strlen(mfu_s), sizeof mfu_s - strlen(mfu_s), ",\"profiled\":true");
+        char extra[48] = ""; /* the MFU where known, and a profiled step's flag */
+        if (mfu >= 0) snprintf(extra, sizeof extra, ",\"mfu\":%.6g", mfu);
+        if (profiled) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"profiled\":true");
         log_metrics(r,
                     "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f%s,"
                     "\"elapsed_s\":%.3f}",
-                    done, loss, lr, gnorm, tok_s, mfu_s, elapsed);
+                    done, loss, lr, gnorm, tok_s, extra, elapsed);
         progress_step(&r->prog, done, loss, lr, gnorm, tok_s, mfu, elapsed, c->log_every);
         if (c->val_every > 0 && done % c->val_every == 0 && done < c->iters) {
             last_val = eval_loss(m, &r->data, c->val_batches);
