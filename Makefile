@@ -229,10 +229,46 @@ $(NCCL_STAMP):
 	@mkdir -p $(CB); rm -f $(CB)/.nccl-*; touch $@
 
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(NCCL_LIBS) -lcublasLt -lcublas -lcudart -lstdc++ \
-              -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS) $(MPI_LIBS)
+              -ldl -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS) $(MPI_LIBS)
 CUDA_CU    := $(wildcard kernels/cuda/*.cu)
 CUDA_HOSTC := $(filter-out src/main.c $(if $(NCCL_FOUND),,src/dist_nccl.c),$(wildcard src/*.c))
-CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC))
+CUDA_OBJS  := $(patsubst %.cu,$(CB)/cu/%.o,$(CUDA_CU)) $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC)) \
+              $(CB)/cu/kernels/cuda/cudnn_sdpa.o
+
+# --- cuDNN (SG_ATTN=cudnn's fused attention): CUDNN=auto|yes|no -------------
+# kernels/cuda/cudnn_sdpa.cpp is host C++ over the cuDNN frontend, a
+# header-only library that tools/fetch-cudnn-frontend.sh takes from PyPI
+# (pinned) into build/deps, and cuDNN's own headers (cudnn_graph.h, with the
+# toolkit or in the compiler's paths).  libcudnn itself is opened at run time,
+# so the binary starts without it.  auto builds with cuDNN when both header
+# sets are there, else without (SG_ATTN=cudnn then says so and runs the mma
+# tiles); yes stops without them.  $(CB)/cudnn.choice records the outcome.
+CUDNN      ?= auto
+ifeq ($(filter $(CUDNN),auto yes no),)
+  $(error CUDNN must be auto, yes or no (not "$(CUDNN)"))
+endif
+CFE_DIR    := $(B)/deps/cudnn-frontend
+CUDNN_STAMP := $(CB)/.cudnn-$(CUDNN)
+$(CUDNN_STAMP):
+	@mkdir -p $(CB); rm -f $(CB)/.cudnn-*; touch $@
+CUDNN_CXXFLAGS := -std=c++17 -O2 -Wall -Wextra -MMD -MP -Ikernels -Ikernels/cuda -Isrc -isystem $(CUDA_HOME)/include
+$(CB)/cu/kernels/cuda/cudnn_sdpa.o: kernels/cuda/cudnn_sdpa.cpp tools/fetch-cudnn-frontend.sh $(CUDNN_STAMP)
+	@mkdir -p $(dir $@)
+	@if [ "$(CUDNN)" != no ]; then bash tools/fetch-cudnn-frontend.sh $(CFE_DIR); fi
+	@hdr=no; for d in $(CUDA_HOME)/include /usr/include /usr/include/x86_64-linux-gnu; do \
+	    [ -f $$d/cudnn_graph.h ] && hdr=yes; done; \
+	if [ "$(CUDNN)" != no ] && [ $$hdr = yes ] && [ -f $(CFE_DIR)/include/cudnn_frontend.h ]; then \
+	    echo yes > $(CB)/cudnn.choice; \
+	    echo "$(CXX) $(CUDNN_CXXFLAGS) -DSG_CUDNN ... -c $< -o $@"; \
+	    $(CXX) $(CUDNN_CXXFLAGS) -DSG_CUDNN -DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING -isystem $(CFE_DIR)/include \
+	        -c $< -o $@; \
+	elif [ "$(CUDNN)" = yes ]; then \
+	    echo "CUDNN=yes, but cuDNN's headers (cudnn_graph.h: $$hdr) or the frontend's ($(CFE_DIR): PyPI) are missing" >&2; \
+	    exit 1; \
+	else \
+	    echo no > $(CB)/cudnn.choice; \
+	    $(CXX) $(CUDNN_CXXFLAGS) -c $< -o $@; \
+	fi
 $(patsubst %.c,$(CB)/c/%.o,$(CUDA_HOSTC) src/main.c): $(NCCL_STAMP)
 # the CUDA runtime's C API for src/dist_nccl.c (nccl.h includes it)
 $(CB)/c/src/dist_nccl.o: CUDA_CFLAGS += -isystem $(CUDA_HOME)/include

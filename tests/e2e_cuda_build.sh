@@ -27,6 +27,26 @@ check '[[ "$archs" == *"ptx sm_80"* ]]' "PTX for compute_80 beside it, for GPUs 
 check '! ldd "$CB/sgtrain" | grep -qE "libcuda\.so|libnvidia-ml"' "no driver library is linked (libcuda is loaded at run time by cudart)"
 check '! ldd "$B/sgtrain" | grep -qiE "cuda|cublas"' "the CPU build has no CUDA dependency"
 check '"$CB/sgtrain" tiers | grep -q "^124M"' "the CUDA build runs its GPU-free commands"
+# SG_ATTN=cudnn (kernels/cuda/cudnn_sdpa.cpp): built with cuDNN where its
+# headers and the frontend's (PyPI) are there, libcudnn opened at run time,
+# never linked; without them the file still builds, and says why at run time
+choice=$(cat "$CB/cudnn.choice" 2>/dev/null)
+check '[ "$choice" = yes ] || [ "$choice" = no ]' "build/cuda/cudnn.choice records whether cuDNN was built in (found: ${choice:-nothing})"
+check '! ldd "$CB/sgtrain" | grep -qi "libcudnn"' "libcudnn is not linked (it is opened when the first attention runs)"
+if [ "$choice" = yes ]; then
+    check 'nm "$CB/sgtrain" | grep -q cudnn_dlhandle' "the cuDNN build carries the frontend's dynamic loading"
+else
+    echo "(cuDNN's headers or the frontend's were missing: built without cuDNN)"
+fi
+out=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -n B="$B" CUDNN=maybe cuda 2>&1); rc=$?
+check '[ $rc -ne 0 ] && grep -q "CUDNN must be auto, yes or no (not \"maybe\")" <<<"$out" && [ "$(cat "$CB/cudnn.choice")" = "$choice" ]' \
+    "make CUDNN=maybe: a clear error, nothing built (exit $rc): $(tail -n 1 <<<"$out")"
+o=$(mktemp)
+g++ -std=c++17 -Wall -Wextra -Werror -Ikernels -Ikernels/cuda -isystem "$(dirname "$(dirname "$(command -v nvcc)")")/include" \
+    -c kernels/cuda/cudnn_sdpa.cpp -o "$o" 2>"$o.log"
+check '[ $? -eq 0 ] && nm "$o" | grep -q "T sg_cudnn_sdpa_fwd" && ! nm "$o" | grep -q dlopen' \
+    "cudnn_sdpa.cpp without cuDNN (CUDNN=no) compiles warning-free, defines the calls, opens nothing: $(head -n 3 "$o.log")"
+rm -f "$o" "$o.log"
 # The attention tile kernels' exponentials carry no denormal fix-up
 # (tc_ex2, mma_ptx.h): exp2f puts a compare (FSETP) and two multiplies
 # around every MUFU.EX2.  tests/gpu/sass_mix.py counts both in the sm_90

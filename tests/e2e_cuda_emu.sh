@@ -68,7 +68,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attenti
     host_memory sync backend memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
-KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs"      # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
 OPS="layernorm elementwise embed gate classifier matmul weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
@@ -100,8 +100,10 @@ for k in $OPS; do
 done
 # the attention forward writes its output's bf16 twin into matmul.cu's table
 # of copies: the attention tests link matmul.cu too (and the weight copies
-# it reads), built as they are
+# it reads), built as they are; and SG_ATTN=cudnn's CPU twin of cuDNN
 for mode in bf16 fp32; do
+    bg g++ "$W/$mode/emu_cudnn.o" "${CXXF[@]}" "${INC[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
+        -MD -MF "$W/$mode/emu_cudnn.deps" "$E/emu_cudnn.cpp"
     for k in matmul weight_copies; do
         bg g++ "$W/$mode/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
             -MD -MF "$W/$mode/$k.deps" "$W/gen/$k.cpp"
@@ -210,7 +212,7 @@ check 'grep -q "tiles=mma" <<<"$out" && ! grep -q "tiles=wmma" <<<"$out" && grep
     "SG_ATTN=mma runs the mma tiles alone:"$'\n'"$out"
 out=$(SG_ATTN=fast "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
 rc=$?
-check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"wmma\" (the default) or \"mma\"" <<<"$out"' \
+check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"wmma\" (the default), \"mma\" or \"cudnn\"" <<<"$out"' \
     "SG_ATTN=fast: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
 # SG_ATTN_WARP_ROWS: the mma forward with one 16-row m-tile a warp (the

@@ -92,7 +92,7 @@ for cu in kernels/cuda/*.cu; do
     python3 "$E/cu2cpp.py" "$cu" "$W/gen/$k.cpp" 2>>"$W/failed.log" || echo "cu2cpp failed on $cu" >>"$W/failed.log"
     bg "$W/obj/k_$k.o" g++ "${CXXF[@]}" "${INC[@]}" "$W/gen/$k.cpp"
 done
-for f in emu_runtime emu_cublas emu_cublaslt emu_memory; do
+for f in emu_runtime emu_cublas emu_cublaslt emu_memory emu_cudnn; do
     bg "$W/obj/e_$f.o" g++ "${CXXF[@]}" "${INC[@]}" "$E/$f.cpp"
 done
 # MPI's C API only (Open MPI would pull in its C++ bindings)
@@ -117,7 +117,7 @@ REF=($(ls kernels/cpu/*.c | sed "s|^|$CB/ref/|; s|\.c\$|.o|"))
 out=$(mk "${TG[@]}" "${REF[@]}" 2>&1)
 check '[ $? -eq 0 ]' "test_gpu_ops's objects build"$'\n'"$out"
 read -r -a LDL <<<"$(mk emu-print-ldlibs)"
-out=$(g++ -o "$W/test_gpu_ops" "${TG[@]}" "${REF[@]}" "$W"/obj/k_*.o "$W"/obj/e_emu_{runtime,cublas,cublaslt,memory}.o \
+out=$(g++ -o "$W/test_gpu_ops" "${TG[@]}" "${REF[@]}" "$W"/obj/k_*.o "$W"/obj/e_emu_{runtime,cublas,cublaslt,memory,cudnn}.o \
     "$W/obj/h_rng.o" "${LIBS[@]}" "${LDL[@]}" 2>&1)
 check '[ $? -eq 0 ]' "the emulated test_gpu_ops links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"
@@ -161,7 +161,7 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     name=${cfg%%:*} flags=${cfg#*:}
     for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
         "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/cpu-$name-$arm.st" >/dev/null
-        for tiles in wmma mma; do
+        for tiles in wmma mma cudnn; do
             SG_ATTN=$tiles "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/emu-$name-$arm-$tiles.st" \
                 >/dev/null 2>"$W/grads.log"
             out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/emu-$name-$arm-$tiles.st" \
@@ -172,6 +172,42 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     done
 done
 echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
+# SG_ATTN=cudnn (kernels/cuda/attention_cudnn.cu) over the emulator's CPU
+# twin of cuDNN (tests/emu/emu_cudnn.cpp): the arms it takes ran on it, one
+# forward and one backward a layer (2); the routing-slot control's log-bias
+# is not cuDNN's, so renorm runs the mma tiles on the same operands, bits
+# and all, and says so once for each direction
+cudnn_calls() { sed -nE "s/^sg attention: ([0-9]+) forwards and ([0-9]+) backwards ran on cuDNN\$/\\1 \\2/p" "$1"; }
+for arm in baseline offbyone sinklogit combo2 renorm; do
+    SG_ATTN=cudnn SG_MATMUL_STATS=1 "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
+        --seed 3 --data "$W/d" -o "$W/cudnn-$arm.st" >/dev/null 2>"$W/cudnn-$arm.log"
+    calls=$(cudnn_calls "$W/cudnn-$arm.log")
+    if [ $arm = renorm ]; then
+        said=$(grep -c "SG_ATTN=cudnn: cuDNN does not take the .* (the routing-slot control's per-key log-bias" "$W/cudnn-$arm.log")
+        check '[ "$calls" = "0 0" ] && [ "$said" = 2 ] && cmp -s "$W/cudnn-$arm.st" "$W/emu-d64-$arm-mma.st"' \
+            "d64 renorm SG_ATTN=cudnn: no call on cuDNN ($calls), the reason said once a direction ($said), gradients bitwise the mma tiles'"$'\n'"$(cat "$W/cudnn-$arm.log")"
+    else
+        check '[ "$calls" = "2 2" ] && ! grep -q "does not take" "$W/cudnn-$arm.log" && cmp -s "$W/cudnn-$arm.st" "$W/emu-d64-$arm-cudnn.st"' \
+            "d64 $arm SG_ATTN=cudnn: 2 forwards and 2 backwards on cuDNN ($calls), no refusal, the bits of the run above"$'\n'"$(cat "$W/cudnn-$arm.log")"
+        check '! cmp -s "$W/cudnn-$arm.st" "$W/emu-d64-$arm-mma.st"' "d64 $arm SG_ATTN=cudnn: other bits than the mma tiles' (cuDNN's twin ran, not the tiles)"
+    fi
+done
+# a cuDNN that refuses every graph (no cuDNN on the machine, an engine it
+# lacks): the mma tiles run on the same operands, the same bits as
+# SG_ATTN=mma, and the reason is said once a direction
+for arm in baseline combo2; do
+    EMU_CUDNN=refuse SG_ATTN=cudnn "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
+        --seed 3 --data "$W/d" -o "$W/refuse-$arm.st" >/dev/null 2>"$W/refuse-$arm.log"; rc=$?
+    said=$(grep -c "SG_ATTN=cudnn: cuDNN does not take the .* (the emulated cuDNN refuses every graph" "$W/refuse-$arm.log")
+    check '[ $rc -eq 0 ] && [ "$said" = 2 ] && cmp -s "$W/refuse-$arm.st" "$W/emu-d64-$arm-mma.st"' \
+        "d64 $arm, cuDNN refusing: exit $rc, said $said times (want 2), gradients bitwise SG_ATTN=mma's"$'\n'"$(cat "$W/refuse-$arm.log")"
+done
+# a graph that fails as it is issued leaves its outputs unknown: exit 1,
+# saying what cuDNN said, and no gradients written
+EMU_CUDNN=fail SG_ATTN=cudnn "$EMU" grads --tier test --arm baseline --seed 3 --data "$W/d" -o "$W/fail.st" \
+    >/dev/null 2>"$W/fail.log"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "cuDNN attention forward.*EMU_CUDNN=fail" "$W/fail.log" && [ ! -e "$W/fail.st" ]' \
+    "a cuDNN graph failing as it is issued: exit 1 with cuDNN's reason, nothing written (exit $rc): $(tail -n 2 "$W/fail.log")"
 # the comparison itself: one NaN in one gradient (or the loss) must fail it
 nan_copy() { # in.st out.st what: the loss, or element 3 of the first tensor, made NaN
     python3 - "$@" <<'PY'
@@ -208,11 +244,15 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     # the mma tiles also write dqkv's twin: an ungated arm (taken), the
     # routing-slot control (its gate backward makes it stale), and the value
     # gates (dv apart: the gate's backward writes the twin's last third)
+    # cuDNN likewise writes its bf16 outputs into the twins, or into scratch
+    # to be widened without them: the same values either way
     for arm in baseline renorm normgate projgate combo2; do
-        SG_ATTN=mma SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
-            -o "$W/nokeep-$name-$arm-mma.st" >/dev/null 2>"$W/grads.log"
-        check 'cmp -s "$W/nokeep-$name-$arm-mma.st" "$W/emu-$name-$arm-mma.st"' \
-            "$name $arm SG_ATTN=mma: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+        for tiles in mma cudnn; do
+            SG_ATTN=$tiles SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
+                -o "$W/nokeep-$name-$arm-$tiles.st" >/dev/null 2>"$W/grads.log"
+            check 'cmp -s "$W/nokeep-$name-$arm-$tiles.st" "$W/emu-$name-$arm-$tiles.st"' \
+                "$name $arm SG_ATTN=$tiles: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+        done
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
@@ -330,6 +370,13 @@ n_mma=$(bf16_stored "$W/g1-mma.log")
 check '[ $rc -eq 0 ] && [ "${n_mma:-0}" -ge $((n_bf16 + 48)) ]' \
     "SG_ATTN=mma training also stores qkv in bf16 (exit $rc): ${n_mma:-no} outputs, wmma $n_bf16 (want >= 48 more: 6 x 4 x 2)"
 within "$W/g1-mma" "$W/cpu" 0.02 "one emulated GPU with SG_ATTN=mma (qkv in bf16) against the CPU build"
+# and over cuDNN's fused attention (its CPU twin here): 6 steps of 4
+# micro-batches and the validations, every layer's attention on cuDNN
+SG_ATTN=cudnn SG_MATMUL_STATS=1 timeout 300 "$EMU" $T --out "$W/g1-cudnn" 2>"$W/g1-cudnn.log"; rc=$?
+calls=$(cudnn_calls "$W/g1-cudnn.log")
+check '[ $rc -eq 0 ] && [ "${calls% *}" -ge 48 ] && [ "${calls#* }" = 48 ]' \
+    "SG_ATTN=cudnn training (exit $rc): forwards and backwards on cuDNN $calls (want >= 48 and 48: 6 x 4 x 2)"
+within "$W/g1-cudnn" "$W/cpu" 0.02 "one emulated GPU with SG_ATTN=cudnn against the CPU build"
 # The tensors stored in bf16, and the twin-only tensors whose twins then
 # live in their own bytes, are laid out in half their reals
 # (op_promised_len), which changes no bit.  By hand, for the test tier's

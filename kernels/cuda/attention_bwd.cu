@@ -439,14 +439,21 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
         sg_attn_need_fp32("op_attention_bwd", q, k, v);
         sg_attn_need_fp32("op_attention_bwd", dout, nullptr, nullptr);
     }
+    /* D_i = dO_i . O_i for the tile kernels, and the sink's gradient
+     * partials; cuDNN forms its own D, so under it this runs only for the
+     * sink's gradient, which cuDNN is not asked for (cudnn_sdpa.h) */
     const sg_bf16 *dob = sg_bf16_inside(dout);
-    if (dob)
-        attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
-            D, dc_part, dob, out, lse, a->sink, g, want_dc);
-    else
-        attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
-            D, dc_part, dout, out, lse, a->sink, g, want_dc);
-    CUDA_LAUNCHED();
+    auto pre = [&] {
+        if (dob)
+            attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
+                D, dc_part, dob, out, lse, a->sink, g, want_dc);
+        else
+            attn_bwd_pre_kernel<<<dim3((unsigned)nchunk, (unsigned)(B * H)), PRE_NT, 0, sg_stream()>>>(
+                D, dc_part, dout, out, lse, a->sink, g, want_dc);
+        CUDA_LAUNCHED();
+    };
+    const bool cudnn = mma && attn_use_cudnn();
+    if (!cudnn || want_dc) pre();
     /* dq, dk and dv are the qkv matmul's dout when they are the three parts
      * of one [B T, 3 H d] row: the mma kernels then also write its bf16
      * twin (cuda_common.h).  A routing-slot gate's backward that adds into
@@ -464,7 +471,14 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
     else if (qk) sg_twin_none(dq, n3);
-    if (mma) {
+    if (cudnn) {
+        AttnOp op[4];
+        attn_bwd_ops(op, dout, q, k, v, a, g, pack, kept);
+        if (!attn_cudnn_bwd(dq, dk, dv, out, lse, a, g, op, twin)) {
+            if (!want_dc) pre();
+            attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
+        }
+    } else if (mma) {
         attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
     } else {
         attn_by_dpad(a->d, [&](auto dp) {

@@ -548,13 +548,11 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     });
 }
 
-void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
-                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds) {
+void attn_bwd_ops(AttnOp op[4], const real *dout, const real *q, const real *k, const real *v, const AttnArgs *a,
+                  const AttnGeom &g, sg_bf16 *pack, const sg_bf16 *kept) {
     /* Q, K, V read in place as the forward read them (the same test on
      * the same tensors), else from the forward's kept packs or packed here;
      * dO packed (it is fp32) */
-    AttnOp op[4];
     const float *t[4] = {q, k, v, dout};
     const int st[4] = {a->q_stride, a->k_stride, a->v_stride, a->o_stride};
     const int inplace = attn_inplace_ops(op, 4, t, st, g);
@@ -572,7 +570,19 @@ void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout
         for (int i = 0; i < 4; i++)
             if (!(inplace >> i & 1)) op[i] = attn_packed_op(pack, i, g);
     }
+}
+
+void attn_bwd_mma_ops(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp op[4], const real *lse,
+                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds) {
     attn_by_dpad(a->d, [&](auto dp) {
         attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
     });
+}
+
+void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
+                  const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds) {
+    AttnOp op[4];
+    attn_bwd_ops(op, dout, q, k, v, a, g, pack, kept);
+    attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
 }

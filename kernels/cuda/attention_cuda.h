@@ -350,9 +350,11 @@ static __device__ __forceinline__ void attn_cp_tile(sg_bf16 *__restrict__ dst, c
 }
 
 /* SG_ATTN selects the streaming attention's tile kernels: "wmma" (the
- * default; attention_fwd.cu, attention_bwd.cu) or "mma" (register-resident
- * tiles; attention_fwd_mma.cu, attention_bwd_mma.cu).  Read at every call,
- * so that one process can compare both. */
+ * default; attention_fwd.cu, attention_bwd.cu), "mma" (register-resident
+ * tiles; attention_fwd_mma.cu, attention_bwd_mma.cu) or "cudnn" (cuDNN's
+ * fused attention where it takes the call, else mma).  attn_use_mma is
+ * true for mma and cudnn.  Read at every call, so that one process can
+ * compare them. */
 bool attn_use_mma(void);
 /* SG_ATTN_WARP_ROWS: the rows a warp owns in the mma forward and dQ
  * kernels, 16 or 32 (attention_fwd_mma.cu); 0 when unset (32 where
@@ -392,6 +394,12 @@ static inline void attn_by_mtiles(F &&f) {
     }
     f(std::integral_constant<int, 1>());
 }
+/* Fills op[i] for each of q, k, v not read in place (inplace's bits,
+ * attn_inplace_ops) by packing it into its slot of pack; returns 7, the
+ * inplace mask of operands that are all ready (attn_fwd_mma then packs
+ * nothing). */
+int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const real *k, const real *v,
+                 const AttnArgs *a, const AttnGeom &g);
 /* op, inplace: attn_inplace_ops of q, k, v; pack: room for 3 packed
  * tensors of attn_pack_elems(g) elements, 256-byte aligned, of which the
  * slots of those not read in place are filled (null when all are); twin:
@@ -408,6 +416,32 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
                   sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds);
+
+/* attn_bwd_mma in two steps: the operands (q, k, v, dO: in place, kept or
+ * packed into pack), then the kernels over them */
+void attn_bwd_ops(AttnOp op[4], const real *dout, const real *q, const real *k, const real *v, const AttnArgs *a,
+                  const AttnGeom &g, sg_bf16 *pack, const sg_bf16 *kept);
+void attn_bwd_mma_ops(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp op[4], const real *lse,
+                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds);
+
+/* SG_ATTN=cudnn (attention_cudnn.cu): cuDNN's fused attention
+ * (cudnn_sdpa.h) over the operands the mma path prepares (every other
+ * choice of the mma path, bf16 qkv read in place, packs, twins, holds
+ * under it too).  attn_use_cudnn: whether SG_ATTN says cudnn (attn_use_mma
+ * is then true as well).  attn_cudnn_fwd and attn_cudnn_bwd return false,
+ * having written nothing, where cuDNN cannot take the call (the routing
+ * slot's log-bias, a head dim or a machine it refuses: said once on
+ * stderr); the caller then runs the mma tiles on the same operands.
+ * fwd: op as attn_fwd_ops leaves it; twin: out's bf16 twin or null.
+ * bwd: op as attn_bwd_ops leaves it; out: the forward's output (fp32);
+ * twin, f32: as op_attention_bwd has them for dqkv. */
+bool attn_use_cudnn(void);
+bool attn_cudnn_fwd(real *out, real *lse, const AttnArgs *a, const AttnGeom &g, const AttnOp op[3], sg_bf16 *twin);
+bool attn_cudnn_bwd(real *dq, real *dk, real *dv, const real *out, const real *lse, const AttnArgs *a,
+                    const AttnGeom &g, const AttnOp op[4], sg_bf16 *twin);
+/* calls of cuDNN's forward (bwd 0) or backward (1) that ran (tests;
+ * SG_MATMUL_STATS=1 prints them) */
+extern "C" long sg_attn_cudnn_calls(int bwd);
 
 /* The backward kernels' shared-memory tiles, where layout L (BwdLayout,
  * BwdMmaLayout: offsets K, V, Q, DO, LSE, DD, LB) puts them:

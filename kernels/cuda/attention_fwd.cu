@@ -245,11 +245,13 @@ __attribute__((constructor)) static void attn_check_env(void) {
     }
 }
 
-bool attn_use_mma(void) {
+static int attn_tiles(void) {
     const int t = sg_attn_tiles_env();
     if (t < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN", ATTN_TILES_ERROR);
-    return t == 1;
+    return t;
 }
+bool attn_use_mma(void) { return attn_tiles() >= 1; }
+bool attn_use_cudnn(void) { return attn_tiles() == 2; }
 
 bool attn_dq_stored(void) {
     const int r = attn_dq_env();
@@ -289,14 +291,19 @@ extern "C" void op_attention_fwd(real *out, real *lse, const real *q, const real
         AttnOp op[3];
         const float *t[3] = {q, k, v};
         const int st[3] = {a->q_stride, a->k_stride, a->v_stride};
-        const int inplace = attn_inplace_ops(op, 3, t, st, g);
+        int inplace = attn_inplace_ops(op, 3, t, st, g);
         sg_bf16 *pack = nullptr;
         if (inplace != 7) pack = sg_keep_copies() ? attn_pack_keep(q, k, v, a, g) : nullptr;
         if (!pack) {
             attn_pack_drop(q, k, v, a);
             if (inplace != 7) pack = (sg_bf16 *)sg_scratch(SCRATCH_MISC, 3 * attn_pack_elems(g) * sizeof(sg_bf16));
         }
-        attn_fwd_mma(out, lse, q, k, v, a, g, op, inplace, pack, twin);
+        bool done = false;
+        if (attn_use_cudnn()) {
+            inplace = attn_fwd_ops(op, inplace, pack, q, k, v, a, g);
+            done = attn_cudnn_fwd(out, lse, a, g, op, twin);
+        }
+        if (!done) attn_fwd_mma(out, lse, q, k, v, a, g, op, inplace, pack, twin);
     } else {
         sg_attn_need_fp32("op_attention_fwd", q, k, v);
         attn_pack_drop(q, k, v, a); /* a later mma backward must not take an older forward's */

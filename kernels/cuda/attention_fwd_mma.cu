@@ -303,14 +303,20 @@ static void attn_fwd_mma_launch(real *out, real *lse, const AttnOp *op, sg_bf16 
     CUDA_LAUNCHED();
 }
 
-void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
-                  const AttnGeom &g, AttnOp *op, int inplace, sg_bf16 *pack, sg_bf16 *twin) {
+int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const real *k, const real *v,
+                 const AttnArgs *a, const AttnGeom &g) {
     if (inplace != 7) {
         const AttnPackSrc src = {{q, k, v, nullptr}, {a->q_stride, a->k_stride, a->v_stride, 0}, g.vec};
         attn_pack(pack, 3, src, g, inplace);
         for (int i = 0; i < 3; i++)
             if (!(inplace >> i & 1)) op[i] = attn_packed_op(pack, i, g);
     }
+    return 7;
+}
+
+void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
+                  const AttnGeom &g, AttnOp *op, int inplace, sg_bf16 *pack, sg_bf16 *twin) {
+    attn_fwd_ops(op, inplace, pack, q, k, v, a, g);
     attn_by_dpad(a->d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
         attn_by_mtiles<DP>([&](auto mt) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "ops.h"
+#include "scratch.h"
 
 #define CUDA_CHECK(call)                                                                        \
     do {                                                                                        \
@@ -40,9 +41,6 @@ void sg_cuda_fail(const char *file, int line, const char *call, const char *why)
 cudaStream_t sg_stream(void);
 cublasLtHandle_t sg_cublaslt(void);
 cublasHandle_t sg_cublas(void); /* bound to sg_stream() */
-/* A scratch buffer of at least `bytes` on the device, reused across calls
- * (grown when needed); valid until the next sg_scratch call with the same slot. */
-void *sg_scratch(int slot, size_t bytes);
 /* Device buffers, counted (device_memory.cu): cudaMalloc and cudaFree for
  * every buffer the backend holds, so that op_memory_peak and
  * sg_out_of_memory know them.  sg_malloc leaves no sticky error behind a failure. */
@@ -169,19 +167,6 @@ int sg_upload_staged(void *dev, const void *host, size_t bytes);
 #ifdef __cplusplus
 }
 #endif
-
-/* SCRATCH_TUNE_*: the outputs SG_MATMUL_TUNE's candidates write (matmul.cu) */
-enum {
-    SCRATCH_BF16_A,
-    SCRATCH_BF16_B,
-    SCRATCH_LT_WORKSPACE,
-    SCRATCH_REDUCE,
-    SCRATCH_CLASSIFIER,
-    SCRATCH_MISC,
-    SCRATCH_TUNE_REF,
-    SCRATCH_TUNE_OUT,
-    SCRATCH_SLOTS
-};
 
 static inline unsigned sg_blocks(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 

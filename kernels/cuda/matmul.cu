@@ -320,7 +320,7 @@ static int takes(int kind) {
     switch (kind) {
     case TO_MATMULS: return keep_on();
     case TO_BF16: return bf16_operands_env() == 1;
-    case TO_ATTENTION: return bf16_operands_env() == 1 && sg_attn_tiles_env() == 1;
+    case TO_ATTENTION: return bf16_operands_env() == 1 && sg_attn_tiles_env() >= 1;
     }
     return 0;
 }

@@ -61,6 +61,7 @@ long cuda_op_promised_len(int kind, long n);
 void cuda_op_matmul_only_end(const void *base, size_t bytes);
 void cuda_op_attention_operand(const real *buf, long n);
 long sg_attn_inplace_reads(void);
+long sg_attn_cudnn_calls(int bwd);
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -156,7 +157,11 @@ static void test_attention(const AttnCase &c) {
               "%s: the projection through o's twin differs from the cast's bits", g_tag.c_str());
     }
 
-    const bool mma_tiles = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
+    /* SG_ATTN=cudnn runs on the mma path's operands (its packs, in-place
+     * reads and twins), and the mma tiles wherever cuDNN does not take a
+     * call (attention_cudnn.cu) */
+    const char *tiles_env = getenv("SG_ATTN") ? getenv("SG_ATTN") : "";
+    const bool mma_tiles = !strcmp(tiles_env, "mma") || !strcmp(tiles_env, "cudnn");
     if (mma_tiles && d <= 64) {
         /* The mma forward and dQ kernels give a warp one or two 16-row
          * m-tiles: every row sees the same instructions either way, so the
@@ -181,10 +186,15 @@ static void test_attention(const AttnCase &c) {
     /* The host buffers here come and go without op_free, so an address may
      * still name an earlier case's kept copy: forgotten, as op_free would */
     sg_matmul_forget();
-    const long reused = sg_attn_packs_reused();
+    const long reused = sg_attn_packs_reused(), cudnn0 = sg_attn_cudnn_calls(1);
     cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
                           dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
     /* the mma backward takes its forward's packed Q, K, V (attention_pack.cu) */
+    /* cuDNN takes every call but the log-bias's (the battery's head dims
+     * are multiples of 8) */
+    const int want_cudnn = !strcmp(tiles_env, "cudnn") && !c.logbias ? 1 : 0;
+    CHECK(sg_attn_cudnn_calls(1) - cudnn0 == want_cudnn, "%s: %ld backwards ran on cuDNN, want %d", g_tag.c_str(),
+          sg_attn_cudnn_calls(1) - cudnn0, want_cudnn);
     CHECK(sg_attn_packs_reused() - reused == (mma_tiles ? 1 : 0),
           "%s: the backward took %ld kept packs, want %d", g_tag.c_str(), sg_attn_packs_reused() - reused,
           mma_tiles ? 1 : 0);
@@ -194,7 +204,7 @@ static void test_attention(const AttnCase &c) {
          * backward must take (one cast skipped) with the cast's bits (the
          * same backward on a copy of dqkv); the wmma kernels write none. */
         const int K = 16;
-        const bool mma = !strcmp(getenv("SG_ATTN") ? getenv("SG_ATTN") : "", "mma");
+        const bool mma = mma_tiles;
         const uint64_t ctr = g_ctr;
         Buf x = normal(rows * K, 1), w = normal((long)3 * C * K, 0.3), dx(rows * K), dx_ref(rows * K),
             dw((long)3 * C * K, 0.f), dw_ref((long)3 * C * K, 0.f), dqkv_copy = dqkv;
@@ -271,10 +281,11 @@ static void test_attention(const AttnCase &c) {
         /* dQ from the dS tiles the dK/dV kernel stored, or recomputed in
          * the dq kernel: the same dS and the same order of products, so
          * the same bits (with either rows a warp) */
-        const long st0 = sg_attn_dq_stored();
+        const long st0 = sg_attn_dq_stored(), cu0 = sg_attn_cudnn_calls(1);
         const bool stored = with_other_dq([&] { bwd_again("with the other SG_ATTN_DQ"); });
-        CHECK(sg_attn_dq_stored() - st0 == (stored ? 1 : 0), "%s: %ld backwards formed dQ from the stored dS, want %d",
-              g_tag.c_str(), sg_attn_dq_stored() - st0, stored ? 1 : 0);
+        const int want = stored && sg_attn_cudnn_calls(1) == cu0 ? 1 : 0; /* cuDNN has no dS to store */
+        CHECK(sg_attn_dq_stored() - st0 == want, "%s: %ld backwards formed dQ from the stored dS, want %d",
+              g_tag.c_str(), sg_attn_dq_stored() - st0, want);
         if (d <= 64)
             with_other_dq([&] { with_other_rows([&] { bwd_again("with the other SG_ATTN_DQ and SG_ATTN_WARP_ROWS"); }); });
     }
@@ -520,11 +531,12 @@ int main(int argc, char **argv) {
     attn.push_back({1, 300, 2, 128, 2, 1, 1, 0});
     attn.push_back({1, 70, 2, 24, 2, 1, 0, 1});
     attn.push_back({2, 33, 2, 40, 1, 0, 1, 3});
-    /* ... each under both tile kernels (SG_ATTN; attention_cuda.h), or with
+    /* ... each under both tile kernels and cuDNN (SG_ATTN; attention_cuda.h;
+     * cuDNN is the emulator's CPU twin, tests/emu/emu_cudnn.cpp), or with
      * --as-set only under the one the environment selects */
     const char *env_tiles = getenv("SG_ATTN") && *getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
     const std::vector<const char *> kerns = g_as_set ? std::vector<const char *>{env_tiles}
-                                                     : std::vector<const char *>{"wmma", "mma"};
+                                                     : std::vector<const char *>{"wmma", "mma", "cudnn"};
     for (const char *kern : kerns) {
         if (!g_as_set) setenv("SG_ATTN", kern, 1);
         for (const AttnCase &c : attn) {

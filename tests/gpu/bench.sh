@@ -9,8 +9,9 @@
 #     the 124M shapes against one 8192^3 product (the library's own rate),
 #     untuned and tuned (SG_MATMUL_TUNE), and attention forward + backward
 #     TFLOP/s for every arm at the 124M shape, for the wmma tiles and the mma
-#     tiles with two and with one m-tile a warp (SG_ATTN_WARP_ROWS), and with
-#     dQ from the stored dS (SG_ATTN_DQ=stored);
+#     tiles with two and with one m-tile a warp (SG_ATTN_WARP_ROWS), with
+#     dQ from the stored dS (SG_ATTN_DQ=stored), and cuDNN's fused attention
+#     (SG_ATTN=cudnn);
 #     then bench_gpu --gates: the gate ops' GB/s at the 124M shape against a
 #     device-to-device copy's in the same process.
 #  3. The PyTorch twin (tests/bench/torch_step.py --device cuda: bf16
@@ -227,10 +228,14 @@ if att and att.get("attention", {}).get("arms"):
         print("  with SG_ATTN=mma SG_ATTN_DQ=stored (dQ from the stored dS): TFLOP/s "
               + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma_dqs"].items()))
         summary["attention_tflops_mma_dqs"] = {k: v["tflops"] for k, v in a["arms_mma_dqs"].items()}
+    if a.get("arms_cudnn"):
+        print("  with SG_ATTN=cudnn (cuDNN's fused attention; renorm on the mma tiles): TFLOP/s "
+              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_cudnn"].items()))
+        summary["attention_tflops_cudnn"] = {k: v["tflops"] for k, v in a["arms_cudnn"].items()}
 ta = (load("torch-attention.json") or {}).get("arms") or {}
 if ta:
     ours = {}
-    for key in ("arms", "arms_mma", "arms_mma16", "arms_mma_dqs"):
+    for key in ("arms", "arms_mma", "arms_mma16", "arms_mma_dqs", "arms_cudnn"):
         for k, v in ((att or {}).get("attention", {}).get(key) or {}).items():
             ours[k] = max(ours.get(k, 0), v["tflops"])
     print("  PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s "

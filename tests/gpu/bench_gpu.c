@@ -612,11 +612,12 @@ int main(int argc, char **argv) {
          * holds the default's figures, "arms_mma" the register-resident ones
          * (two m-tiles a warp at d 64), "arms_mma16" those with one
          * (SG_ATTN_WARP_ROWS=16), "arms_mma_dqs" those with dQ from the
-         * stored dS (SG_ATTN_DQ=stored) */
-        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs"};
-        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16", "arms_mma_dqs"};
-        for (int ki = 0; ki < 4; ki++) {
-            setenv("SG_ATTN", ki ? "mma" : "wmma", 1);
+         * stored dS (SG_ATTN_DQ=stored), "arms_cudnn" cuDNN's fused
+         * attention (SG_ATTN=cudnn; the mma tiles where it refuses) */
+        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn"};
+        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16", "arms_mma_dqs", "arms_cudnn"};
+        for (int ki = 0; ki < 5; ki++) {
+            setenv("SG_ATTN", ki == 0 ? "wmma" : ki == 4 ? "cudnn" : "mma", 1);
             if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
             else unsetenv("SG_ATTN_WARP_ROWS");
             if (ki == 3) setenv("SG_ATTN_DQ", "stored", 1);

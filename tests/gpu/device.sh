@@ -25,9 +25,10 @@
 #
 # A/B runs, before the benchmarks: 124M steps of bench_gpu (baseline and
 # combo2) with the defaults and then with each setting of DEVICE_AB
-# ("VAR=value ...", several separated by ';'), each under AB_LIMIT_S (35 s;
+# ("VAR=value ...", several separated by ';'), each under AB_LIMIT_S (30 s;
 # one took about 25 s on the H200).  By default: SG_ATTN=mma, the attention
-# tiles that have not yet been timed in whole training steps; that again
+# tiles that have not yet been timed in whole training steps; SG_ATTN=cudnn,
+# cuDNN's fused attention (the libraries: below); SG_ATTN=mma again
 # without the matmuls' bf16 copies and twins (SG_MATMUL_KEEP=0); with the
 # matmuls' algorithms tuned (SG_MATMUL_TUNE=1); and with the tensors
 # autocast stores in bf16 (op_bf16_operand) stored in fp32 instead
@@ -49,11 +50,12 @@
 #
 # Time: one call may run 600 s.  The defaults keep to 590 s: test-gpu at
 # most TEST_GPU_LIMIT_S=140 s (27 s on the H200), the sanitizer
-# SANITIZE_BUDGET_S=80 s (with 30 s of grace), five 35 s A/B runs, and the
+# SANITIZE_BUDGET_S=80 s (with 30 s of grace), six 30 s A/B runs, and the
 # benchmarks whatever of DEVICE_LIMIT_S=590 s those leave, less 20 s, and
 # at least 160 s (BENCH_GPU_BUDGET_S fixes it instead): with every limit
-# used up in full that is 160 s and 585 s in all; with test-gpu taking the
-# 27 s it took and the A/B runs 25 s each, the benchmarks get about 300 s.
+# used up in full that is 160 s and 590 s in all; with test-gpu taking the
+# 27 s it took (more now: SG_ATTN=cudnn's checks) and the A/B runs 25 s
+# each, the benchmarks get about 250 s.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -119,6 +121,17 @@ for f in "$B"/lib/*; do
 done
 export LD_LIBRARY_PATH=/tmp/sglib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "carried libraries used: $(ls /tmp/sglib | tr '\n' ' ')"
+# SG_ATTN=cudnn opens libcudnn.so.9 at run time, and the cuDNN frontend
+# libcudart.so.13 (kernels/cuda/cudnn_sdpa.cpp).  Where the loader knows
+# neither, PyTorch's wheels of them (nvidia-cudnn-cu13, the CUDA runtime)
+# are used: their directories join the loader's path, since cuDNN opens
+# its own sublibraries beside it.
+for lib in libcudnn.so.9 libcudart.so.13; do
+    ldconfig -p | grep -q "^[[:space:]]*$lib " && continue
+    f=$(find /usr/local/cuda/lib64 /opt /usr/local/lib /usr/lib -name "$lib" 2>/dev/null | head -n 1)
+    [ -n "$f" ] && export LD_LIBRARY_PATH=$(dirname "$f"):$LD_LIBRARY_PATH
+    echo "$lib: ${f:-not found (SG_ATTN=cudnn will say so and run the mma tiles)}"
+done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.txt"
 missing=$(for b in "$B/sgtrain" "$B/cuda/sgtrain" "$B/cuda/test_gpu_ops" "$B/cuda/bench_gpu"; do ldd "$b" | grep "not found"; done)
 [ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
@@ -146,7 +159,7 @@ grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.l
 # The A/B runs (the comment at the top): the defaults first, then each
 # setting of DEVICE_AB, separated by ';', each one or more VAR=value (e.g.
 # "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0").
-DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
+DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=cudnn SG_MATMUL_STATS=1;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
 IFS=';' read -ra all_settings <<<"$DEVICE_AB"
 settings=()
 for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done
@@ -157,11 +170,11 @@ n=0
 for setting in "${settings[@]}"; do
     n=$((n + 1))
     # shellcheck disable=SC2086
-    env $setting timeout "${AB_LIMIT_S:-35}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
+    env $setting timeout "${AB_LIMIT_S:-30}" "$B/cuda/bench_gpu" --tiers 124M --arms baseline,combo2 --no-attn \
         >/tmp/bench-gpu/ab$n.txt 2>&1
     echo "with ${setting:-the defaults}:"
     grep -A1 "^124M" /tmp/bench-gpu/ab$n.txt
-    grep "^sg matmul tune: [0-9]" /tmp/bench-gpu/ab$n.txt
+    grep -E "^sg matmul tune: [0-9]|ran on cuDNN|cuDNN does not take" /tmp/bench-gpu/ab$n.txt
     runs+=("$setting=/tmp/bench-gpu/ab$n.txt")
 done
 # The settings the benchmarks run under: the fastest A/B run's, if test-gpu

@@ -56,9 +56,10 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     name=${cfg%%:*} flags=${cfg#*:}
     for arm in $ARMS; do
         "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-$name-$arm.st" >/dev/null
-        # the attention's two tile kernels (SG_ATTN), and the mma backward
-        # with dQ from the stored dS (SG_ATTN_DQ=stored)
-        for tiles in wmma mma mma-dqs; do
+        # the attention's two tile kernels (SG_ATTN), the mma backward
+        # with dQ from the stored dS (SG_ATTN_DQ=stored), and cuDNN's fused
+        # attention (SG_ATTN=cudnn; renorm's log-bias on the mma tiles)
+        for tiles in wmma mma mma-dqs cudnn; do
             SG_ATTN=${tiles%-dqs} SG_ATTN_DQ=$([ $tiles = mma-dqs ] && echo stored || echo recompute) \
                 "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
             out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm-$tiles.st" \
@@ -101,9 +102,18 @@ for arm in baseline combo2; do # the register-resident attention tiles (SG_ATTN=
     SG_ATTN=mma "$CB/sgtrain" $T --arm $arm --out "$W/gpu-mma-$arm" 2>/dev/null
     trajectory $arm "$W/gpu-mma-$arm" "$arm SG_ATTN=mma"
 done
+crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]+)".*/\1/p' "$1/result.json"; }
+for arm in baseline combo2; do # cuDNN's fused attention (SG_ATTN=cudnn), its calls counted
+    SG_ATTN=cudnn SG_MATMUL_STATS=1 "$CB/sgtrain" $T --arm $arm --out "$W/gpu-cudnn-$arm" 2>"$W/gpu-cudnn-$arm.log"
+    trajectory $arm "$W/gpu-cudnn-$arm" "$arm SG_ATTN=cudnn"
+    echo "$arm SG_ATTN=cudnn: $(grep -E "ran on cuDNN|cuDNN does not take" "$W/gpu-cudnn-$arm.log" | tr '\n' ' ')"
+    check '! grep -q "cuDNN does not take" "$W/gpu-cudnn-$arm.log" && grep -qE " [1-9][0-9]* backwards ran on cuDNN" "$W/gpu-cudnn-$arm.log"' \
+        "$arm SG_ATTN=cudnn ran on cuDNN: $(grep -E "cuDNN" "$W/gpu-cudnn-$arm.log" | head -n 3)"
+done
+SG_ATTN=cudnn "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-cudnn-combo2-again" 2>/dev/null
+check '[ -n "$(crc $W/gpu-cudnn-combo2)" ] && [ "$(crc $W/gpu-cudnn-combo2)" = "$(crc $W/gpu-cudnn-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=cudnn give bitwise equal parameters (cuDNN's deterministic backward)"
 SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-mma-combo2-again" 2>/dev/null
 "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
-crc() { sed -nE 's/.*"params_crc32": "([0-9a-f]+)".*/\1/p' "$1/result.json"; }
 check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 give bitwise equal parameters"
 check '[ -n "$(crc $W/gpu-mma-combo2)" ] && [ "$(crc $W/gpu-mma-combo2)" = "$(crc $W/gpu-mma-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=mma give bitwise equal parameters"
 # the matmuls' kept bf16 copies, the producers' twins and the weights' copies

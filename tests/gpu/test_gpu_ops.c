@@ -1864,9 +1864,11 @@ int main(int argc, char **argv) {
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
         for (int slot = 0; slot < 2; slot++) test_gate(kind, slot, 2, 17, 2, 16);
     test_gate(GATE_PROJ, SLOT_VALUE, 2, 64, 6, 64);
-    /* the streaming attention under both tile kernels (SG_ATTN, kernels/cuda/attention_cuda.h) */
-    static const char *const tiles[] = {"wmma", "mma"};
-    for (int ki = 0; ki < 2; ki++) {
+    /* the streaming attention under both tile kernels and cuDNN's fused
+     * attention (SG_ATTN, kernels/cuda/attention_cuda.h; under cudnn the
+     * log-bias cases run the mma tiles) */
+    static const char *const tiles[] = {"wmma", "mma", "cudnn"};
+    for (int ki = 0; ki < 3; ki++) {
         setenv("SG_ATTN", tiles[ki], 1);
         int Ts[] = {1, 7, 64, 130};
         for (int ti = 0; ti < 4; ti++)

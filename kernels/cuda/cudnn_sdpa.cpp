@@ -1,0 +1,268 @@
+/* cuDNN's fused attention (cudnn_sdpa.h) over the cuDNN frontend's graph
+ * API, for SG_ATTN=cudnn.
+ *
+ * Why a library here.  On Hopper and later, cuDNN's SDPA engines use the
+ * instructions the tile kernels of attention_*_mma.cu do not (wgmma, TMA,
+ * warp specialisation), and it has had the gpt-oss "sink token" (our
+ * phantom logit) since 9.13: DESIGN.md's principle 7.  The tile kernels
+ * stay for what it lacks: the routing-slot control's per-key log-bias
+ * (whose gradient is a column sum of dS), head dims it refuses, and builds
+ * or machines without cuDNN.
+ *
+ * Loading.  libcudnn is opened at run time (SG_CUDNN_LIB, else
+ * "libcudnn.so.9" on the loader's path), through the frontend's dynamic
+ * loading, so the CUDA build neither needs cuDNN to start nor links it: a
+ * machine without it runs the tile kernels, and says so once.
+ *
+ * Graphs.  A graph is built (heuristics, support check, plan) for each
+ * distinct shape, stride set and phantom, once, and cached with its
+ * workspace size; a refusal is cached too, with its reason.  The pointers
+ * are bound at each execution (the variant pack), so one graph serves
+ * every layer.  The backward asks for the deterministic algorithm: two runs
+ * give the same bits. */
+#include "cudnn_sdpa.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef SG_CUDNN
+
+static int sg_cudnn_unbuilt(char *why, size_t n) {
+    snprintf(why, n, "this build has no cuDNN (make CUDNN=yes with cuDNN's headers and the frontend: docs/cuda.md)");
+    return 1;
+}
+extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *, char *why, size_t n) { return sg_cudnn_unbuilt(why, n); }
+extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *, char *why, size_t n) { return sg_cudnn_unbuilt(why, n); }
+
+#else
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <cudnn_frontend.h>
+
+#include "scratch.h"
+
+namespace fe = cudnn_frontend;
+
+/* the frontend's handle on the library it calls through (dynamic loading) */
+void *cudnn_frontend::cudnn_dlhandle = nullptr;
+
+namespace {
+
+enum : int64_t { U_Q = 1, U_K, U_V, U_O, U_LSE, U_SINK, U_DO, U_DQ, U_DK, U_DV };
+
+struct Lib {
+    bool tried = false;
+    cudnnHandle_t handle = nullptr;
+    std::string why; /* empty when loaded */
+};
+
+Lib &lib() {
+    static Lib l;
+    if (l.tried) return l;
+    l.tried = true;
+    const char *name = getenv("SG_CUDNN_LIB");
+    if (!name || !*name) name = "libcudnn.so.9";
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        l.why = std::string("cannot load ") + name + " (" + (e ? e : "no reason given") +
+                "; SG_CUDNN_LIB names the library)";
+        return l;
+    }
+    fe::cudnn_dlhandle = h;
+    try {
+        const size_t v = fe::detail::get_backend_version();
+        if (v < 91300) {
+            l.why = "cuDNN " + std::to_string(v) + " is older than 9.13, the first with the sink token";
+            return l;
+        }
+        if (fe::detail::create_handle(&l.handle) != CUDNN_STATUS_SUCCESS) {
+            l.handle = nullptr;
+            l.why = "cudnnCreate failed";
+        }
+    } catch (const std::exception &ex) {
+        l.handle = nullptr;
+        l.why = std::string("cuDNN: ") + ex.what();
+    }
+    return l;
+}
+
+/* Everything a graph depends on: the shapes, every tensor's strides, the
+ * phantom, the direction. */
+struct Key {
+    long v[40];
+    int n;
+    bool operator==(const Key &o) const { return n == o.n && !memcmp(v, o.v, sizeof(long) * n); }
+};
+struct KeyHash {
+    size_t operator()(const Key &k) const {
+        size_t h = 1469598103934665603ull;
+        for (int i = 0; i < k.n; i++) h = (h ^ (size_t)k.v[i]) * 1099511628211ull;
+        return h;
+    }
+};
+void key_tensor(Key &k, const SgSdpaTensor &t) {
+    k.v[k.n++] = t.bs, k.v[k.n++] = t.hs, k.v[k.n++] = t.rs;
+}
+Key make_key(const SgSdpa *s, bool bwd) {
+    Key k;
+    k.n = 0;
+    k.v[k.n++] = bwd, k.v[k.n++] = s->B, k.v[k.n++] = s->H, k.v[k.n++] = s->T, k.v[k.n++] = s->d;
+    k.v[k.n++] = s->sink != nullptr;
+    uint32_t sc;
+    memcpy(&sc, &s->scale, sizeof sc);
+    k.v[k.n++] = sc;
+    for (const SgSdpaTensor *t : {&s->q, &s->k, &s->v, &s->o}) key_tensor(k, *t);
+    if (bwd)
+        for (const SgSdpaTensor *t : {&s->dout, &s->dq, &s->dk, &s->dv}) key_tensor(k, *t);
+    return k;
+}
+
+struct Built {
+    std::shared_ptr<fe::graph::Graph> g; /* null: refused, for why */
+    int64_t workspace = 0;
+    std::string why;
+};
+
+std::shared_ptr<fe::graph::Tensor_attributes> bf16_tensor(fe::graph::Graph &g, const char *name, int64_t uid,
+                                                          const SgSdpa *s, const SgSdpaTensor &t) {
+    return g.tensor(fe::graph::Tensor_attributes()
+                        .set_name(name)
+                        .set_uid(uid)
+                        .set_data_type(fe::DataType_t::BFLOAT16)
+                        .set_dim({s->B, s->H, s->T, s->d})
+                        .set_stride({t.bs, t.hs, t.rs, 1}));
+}
+void as_output(const std::shared_ptr<fe::graph::Tensor_attributes> &x, int64_t uid, const SgSdpa *s,
+               const SgSdpaTensor &t) {
+    x->set_output(true)
+        .set_uid(uid)
+        .set_data_type(fe::DataType_t::BFLOAT16)
+        .set_dim({s->B, s->H, s->T, s->d})
+        .set_stride({t.bs, t.hs, t.rs, 1});
+}
+fe::graph::Tensor_attributes lse_attr(const SgSdpa *s) {
+    return fe::graph::Tensor_attributes()
+        .set_name("lse")
+        .set_uid(U_LSE)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({s->B, s->H, s->T, 1})
+        .set_stride({(int64_t)s->H * s->T, s->T, 1, 1});
+}
+
+/* The graph's steps from validation to a built plan; the first failure's
+ * message, else empty. */
+std::string finish(fe::graph::Graph &g, cudnnHandle_t h, int64_t *ws) {
+    fe::error_t e = g.validate();
+    if (e.is_good()) e = g.build_operation_graph(h);
+    if (e.is_good()) e = g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+    if (e.is_good()) e = g.check_support(h);
+    if (e.is_good()) e = g.build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
+    if (!e.is_good()) return e.get_message().empty() ? std::string("the graph was refused") : e.get_message();
+    *ws = g.get_workspace_size();
+    return std::string();
+}
+
+Built build(const SgSdpa *s, bool bwd, cudnnHandle_t h) {
+    Built b;
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(fe::DataType_t::BFLOAT16)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto Q = bf16_tensor(*g, "q", U_Q, s, s->q);
+    auto K = bf16_tensor(*g, "k", U_K, s, s->k);
+    auto V = bf16_tensor(*g, "v", U_V, s, s->v);
+    std::shared_ptr<fe::graph::Tensor_attributes> sink;
+    if (s->sink)
+        sink = g->tensor(fe::graph::Tensor_attributes()
+                             .set_name("sink")
+                             .set_uid(U_SINK)
+                             .set_data_type(fe::DataType_t::FLOAT)
+                             .set_dim({1, s->H, 1, 1})
+                             .set_stride({s->H, 1, 1, 1}));
+    if (!bwd) {
+        auto opt = fe::graph::SDPA_attributes()
+                       .set_name("sg_attention_fwd")
+                       .set_generate_stats(true)
+                       .set_causal_mask(true)
+                       .set_attn_scale(s->scale);
+        if (sink) opt.set_sink_token(sink);
+        auto [O, L] = g->sdpa(Q, K, V, opt);
+        as_output(O, U_O, s, s->o);
+        L->set_output(true)
+            .set_uid(U_LSE)
+            .set_data_type(fe::DataType_t::FLOAT)
+            .set_dim({s->B, s->H, s->T, 1})
+            .set_stride({(int64_t)s->H * s->T, s->T, 1, 1});
+    } else {
+        auto O = bf16_tensor(*g, "o", U_O, s, s->o);
+        auto dO = bf16_tensor(*g, "dout", U_DO, s, s->dout);
+        auto L = g->tensor(lse_attr(s));
+        auto opt = fe::graph::SDPA_backward_attributes()
+                       .set_name("sg_attention_bwd")
+                       .set_causal_mask(true)
+                       .set_attn_scale(s->scale)
+                       .set_deterministic_algorithm(true);
+        if (sink) opt.set_sink_token(sink);
+        auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, L, opt);
+        as_output(dQ, U_DQ, s, s->dq);
+        as_output(dK, U_DK, s, s->dk);
+        as_output(dV, U_DV, s, s->dv);
+    }
+    b.why = finish(*g, h, &b.workspace);
+    if (b.why.empty()) b.g = g;
+    return b;
+}
+
+int refuse(char *why, size_t n, const std::string &m) {
+    snprintf(why, n, "%s", m.c_str());
+    return 1;
+}
+
+int run(const SgSdpa *s, bool bwd, char *why, size_t n) {
+    if (s->d % 8 != 0 || s->d > 256) return refuse(why, n, "cuDNN's attention takes head dims that are multiples of 8 up to 256");
+    try {
+        Lib &l = lib();
+        if (!l.handle) return refuse(why, n, l.why);
+        static std::unordered_map<Key, Built, KeyHash> cache;
+        const Key key = make_key(s, bwd);
+        auto it = cache.find(key);
+        if (it == cache.end()) it = cache.emplace(key, build(s, bwd, l.handle)).first;
+        const Built &b = it->second;
+        if (!b.g) return refuse(why, n, b.why);
+        std::unordered_map<int64_t, void *> ptr = {{U_Q, s->q.p}, {U_K, s->k.p}, {U_V, s->v.p}, {U_O, s->o.p},
+                                                   {U_LSE, s->lse}};
+        if (s->sink) ptr[U_SINK] = const_cast<float *>(s->sink);
+        if (bwd) {
+            ptr[U_DO] = s->dout.p;
+            ptr[U_DQ] = s->dq.p, ptr[U_DK] = s->dk.p, ptr[U_DV] = s->dv.p;
+        }
+        void *ws = b.workspace > 0 ? sg_scratch(SCRATCH_CUDNN, (size_t)b.workspace) : nullptr;
+        if (fe::detail::set_stream(l.handle, s->stream) != CUDNN_STATUS_SUCCESS) {
+            snprintf(why, n, "cudnnSetStream refused the op stream");
+            return 2;
+        }
+        fe::error_t e = b.g->execute(l.handle, ptr, ws);
+        if (!e.is_good()) {
+            snprintf(why, n, "%s", e.get_message().c_str());
+            return 2;
+        }
+        return 0;
+    } catch (const std::exception &ex) {
+        return refuse(why, n, std::string("cuDNN: ") + ex.what());
+    }
+}
+
+} // namespace
+
+extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n) { return run(s, false, why, n); }
+extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *s, char *why, size_t n) { return run(s, true, why, n); }
+
+#endif
