@@ -234,7 +234,17 @@ int run(const SgSdpa *s, bool bwd, char *why, size_t n) {
         static std::unordered_map<Key, Built, KeyHash> cache;
         const Key key = make_key(s, bwd);
         auto it = cache.find(key);
-        if (it == cache.end()) it = cache.emplace(key, build(s, bwd, l.handle)).first;
+        if (it == cache.end()) {
+            /* a build that throws is a refusal like any other: cached, so
+             * that later calls do not try again */
+            Built b;
+            try {
+                b = build(s, bwd, l.handle);
+            } catch (const std::exception &ex) {
+                b.why = std::string("cuDNN: ") + ex.what();
+            }
+            it = cache.emplace(key, std::move(b)).first;
+        }
         const Built &b = it->second;
         if (!b.g) return refuse(why, n, b.why);
         std::unordered_map<int64_t, void *> ptr = {{U_Q, s->q.p}, {U_K, s->k.p}, {U_V, s->v.p}, {U_O, s->o.p},
