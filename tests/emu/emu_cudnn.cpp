@@ -22,13 +22,24 @@
 
 namespace {
 
-float ld(const SgSdpaTensor &t, int b, int h, int i, int c) {
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(t.p)[b * t.bs + h * t.hs + (long)i * t.rs + c]);
+/* one (b, h) slice of t as T x d floats (the bf16 values, widened) */
+void slice(const SgSdpaTensor &t, int b, int h, int T, int d, std::vector<float> &x) {
+    const __nv_bfloat16 *p = static_cast<const __nv_bfloat16 *>(t.p) + b * t.bs + h * t.hs;
+    x.resize((size_t)T * d);
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < d; c++) x[(size_t)i * d + c] = __bfloat162float(p[(long)i * t.rs + c]);
 }
-void st(const SgSdpaTensor &t, int b, int h, int i, int c, float x) {
-    static_cast<__nv_bfloat16 *>(t.p)[b * t.bs + h * t.hs + (long)i * t.rs + c] = __float2bfloat16(x);
+void put(const SgSdpaTensor &t, int b, int h, int T, int d, const std::vector<float> &x) {
+    __nv_bfloat16 *p = static_cast<__nv_bfloat16 *>(t.p) + b * t.bs + h * t.hs;
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < d; c++) p[(long)i * t.rs + c] = __float2bfloat16(x[(size_t)i * d + c]);
 }
 float rb(float x) { return __bfloat162float(__float2bfloat16(x)); }
+float dot(const float *a, const float *b, int d) {
+    float x = 0.f;
+    for (int c = 0; c < d; c++) x += a[c] * b[c];
+    return x;
+}
 
 int mode(char *why, size_t n) {
     const char *e = getenv("EMU_CUDNN");
@@ -43,75 +54,67 @@ int mode(char *why, size_t n) {
     return 0;
 }
 
-/* s[j] = scale q_i . k_j for j <= i */
-void scores(const SgSdpa *s, int b, int h, int i, std::vector<float> &sc) {
-    for (int j = 0; j <= i; j++) {
-        float x = 0.f;
-        for (int c = 0; c < s->d; c++) x += ld(s->q, b, h, i, c) * ld(s->k, b, h, j, c);
-        sc[j] = s->scale * x;
-    }
-}
-
 } // namespace
 
 extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n) {
     if (int r = mode(why, n)) return r;
-    std::vector<float> sc(s->T), o(s->d);
+    const int T = s->T, d = s->d;
+    std::vector<float> q, k, v, o((size_t)T * d), sc(T);
     for (int b = 0; b < s->B; b++)
-        for (int h = 0; h < s->H; h++)
-            for (int i = 0; i < s->T; i++) {
-                scores(s, b, h, i, sc);
+        for (int h = 0; h < s->H; h++) {
+            slice(s->q, b, h, T, d, q), slice(s->k, b, h, T, d, k), slice(s->v, b, h, T, d, v);
+            for (int i = 0; i < T; i++) {
+                for (int j = 0; j <= i; j++) sc[j] = s->scale * dot(&q[(size_t)i * d], &k[(size_t)j * d], d);
                 float m = s->sink ? s->sink[h] : -INFINITY;
                 for (int j = 0; j <= i; j++) m = fmaxf(m, sc[j]);
                 float sum = s->sink ? expf(s->sink[h] - m) : 0.f;
                 for (int j = 0; j <= i; j++) sum += expf(sc[j] - m);
                 const float lse = m + logf(sum);
-                s->lse[((long)b * s->H + h) * s->T + i] = lse;
-                for (int c = 0; c < s->d; c++) o[c] = 0.f;
+                s->lse[((long)b * s->H + h) * T + i] = lse;
+                float *oi = &o[(size_t)i * d];
+                for (int c = 0; c < d; c++) oi[c] = 0.f;
                 for (int j = 0; j <= i; j++) {
                     const float p = rb(expf(sc[j] - lse));
-                    for (int c = 0; c < s->d; c++) o[c] += p * ld(s->v, b, h, j, c);
+                    for (int c = 0; c < d; c++) oi[c] += p * v[(size_t)j * d + c];
                 }
-                for (int c = 0; c < s->d; c++) st(s->o, b, h, i, c, o[c]);
             }
+            put(s->o, b, h, T, d, o);
+        }
     return 0;
 }
 
 extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *s, char *why, size_t n) {
     if (int r = mode(why, n)) return r;
     const int T = s->T, d = s->d;
-    std::vector<float> sc(T), P((size_t)T * T), dS((size_t)T * T), acc(d);
+    std::vector<float> q, k, v, o, g, P((size_t)T * T), dS((size_t)T * T);
+    std::vector<float> dq((size_t)T * d), dk((size_t)T * d), dv((size_t)T * d);
     for (int b = 0; b < s->B; b++)
         for (int h = 0; h < s->H; h++) {
+            slice(s->q, b, h, T, d, q), slice(s->k, b, h, T, d, k), slice(s->v, b, h, T, d, v);
+            slice(s->o, b, h, T, d, o), slice(s->dout, b, h, T, d, g);
             const float *lse = s->lse + ((long)b * s->H + h) * T;
             for (int i = 0; i < T; i++) {
-                scores(s, b, h, i, sc);
-                float D = 0.f;
-                for (int c = 0; c < d; c++) D += ld(s->dout, b, h, i, c) * ld(s->o, b, h, i, c);
+                const float *qi = &q[(size_t)i * d], *gi = &g[(size_t)i * d];
+                const float D = dot(gi, &o[(size_t)i * d], d);
                 for (int j = 0; j <= i; j++) {
-                    const float p = expf(sc[j] - lse[i]);
-                    float dp = 0.f;
-                    for (int c = 0; c < d; c++) dp += ld(s->dout, b, h, i, c) * ld(s->v, b, h, j, c);
+                    const float p = expf(s->scale * dot(qi, &k[(size_t)j * d], d) - lse[i]);
                     P[(size_t)i * T + j] = rb(p);
-                    dS[(size_t)i * T + j] = rb(p * (dp - D));
+                    dS[(size_t)i * T + j] = rb(p * (dot(gi, &v[(size_t)j * d], d) - D));
                 }
             }
-            for (int i = 0; i < T; i++) { /* dq_i = scale sum_j dS_ij k_j */
-                for (int c = 0; c < d; c++) acc[c] = 0.f;
-                for (int j = 0; j <= i; j++)
-                    for (int c = 0; c < d; c++) acc[c] += dS[(size_t)i * T + j] * ld(s->k, b, h, j, c);
-                for (int c = 0; c < d; c++) st(s->dq, b, h, i, c, s->scale * acc[c]);
-            }
-            for (int j = 0; j < T; j++) { /* dk_j = scale sum_i dS_ij q_i,  dv_j = sum_i P_ij dO_i */
-                for (int c = 0; c < d; c++) acc[c] = 0.f;
-                for (int i = j; i < T; i++)
-                    for (int c = 0; c < d; c++) acc[c] += dS[(size_t)i * T + j] * ld(s->q, b, h, i, c);
-                for (int c = 0; c < d; c++) st(s->dk, b, h, j, c, s->scale * acc[c]);
-                for (int c = 0; c < d; c++) acc[c] = 0.f;
-                for (int i = j; i < T; i++)
-                    for (int c = 0; c < d; c++) acc[c] += P[(size_t)i * T + j] * ld(s->dout, b, h, i, c);
-                for (int c = 0; c < d; c++) st(s->dv, b, h, j, c, acc[c]);
-            }
+            /* dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i;  dv_j = sum_i P_ij dO_i */
+            for (size_t e = 0; e < dq.size(); e++) dq[e] = dk[e] = dv[e] = 0.f;
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j <= i; j++) {
+                    const float ds = dS[(size_t)i * T + j], p = P[(size_t)i * T + j];
+                    for (int c = 0; c < d; c++) {
+                        dq[(size_t)i * d + c] += ds * k[(size_t)j * d + c];
+                        dk[(size_t)j * d + c] += ds * q[(size_t)i * d + c];
+                        dv[(size_t)j * d + c] += p * g[(size_t)i * d + c];
+                    }
+                }
+            for (size_t e = 0; e < dq.size(); e++) dq[e] *= s->scale, dk[e] *= s->scale;
+            put(s->dq, b, h, T, d, dq), put(s->dk, b, h, T, d, dk), put(s->dv, b, h, T, d, dv);
         }
     return 0;
 }
