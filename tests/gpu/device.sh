@@ -135,6 +135,18 @@ done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.txt"
 missing=$(for b in "$B/sgtrain" "$B/cuda/sgtrain" "$B/cuda/test_gpu_ops" "$B/cuda/bench_gpu"; do ldd "$b" | grep "not found"; done)
 [ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
+# A first look at cuDNN's graphs (SG_ATTN=cudnn), with the frontend's and
+# the library's own logs on (both go into bench-gpu.tgz): combo2's
+# gradients at d 64, which builds the forward and backward graphs with the
+# sink token.  What it says of cuDNN is printed here.
+mkdir -p /tmp/bench-gpu
+"$B/sgsynth" --out /tmp/cudnn-data --vocab 512 --val-tokens 8000 --train-tokens 20000 --shard-tokens 20000 >/dev/null
+SG_ATTN=cudnn SG_MATMUL_STATS=1 CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=/tmp/bench-gpu/cudnn-frontend.log \
+    CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=/tmp/bench-gpu/cudnn-backend.log timeout 60 "$B/cuda/sgtrain" grads \
+    --tier test --n_embd 128 --n_head 2 --block_size 64 --arm combo2 --seed 3 --data /tmp/cudnn-data \
+    -o /tmp/bench-gpu/cudnn-combo2.st >/tmp/bench-gpu/cudnn-smoke.log 2>&1
+echo "cuDNN smoke (combo2 grads, SG_ATTN=cudnn): exit $?; $(grep -E "cuDNN|CUDA error" /tmp/bench-gpu/cudnn-smoke.log | head -n 4)"
+grep -iE "error|not supported|fail" /tmp/bench-gpu/cudnn-frontend.log 2>/dev/null | head -n 8
 t0=$SECONDS
 timeout "${TEST_GPU_LIMIT_S:-140}" bash tests/gpu/run.sh "$B" >"$OUT/test-gpu.log" 2>&1
 test_rc=$?
