@@ -148,9 +148,9 @@ void as_output(const std::shared_ptr<fe::graph::Tensor_attributes> &x, int64_t u
         .set_dim({s->B, s->H, s->T, s->d})
         .set_stride({t.bs, t.hs, t.rs, 1});
 }
-fe::graph::Tensor_attributes lse_attr(const SgSdpa *s) {
-    return fe::graph::Tensor_attributes()
-        .set_name("lse")
+/* the LSE, [B, H, T, 1] fp32: the forward's output, the backward's input */
+fe::graph::Tensor_attributes &as_lse(fe::graph::Tensor_attributes &x, const SgSdpa *s) {
+    return x.set_name("lse")
         .set_uid(U_LSE)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim({s->B, s->H, s->T, 1})
@@ -196,15 +196,12 @@ Built build(const SgSdpa *s, bool bwd, cudnnHandle_t h) {
         if (sink) opt.set_sink_token(sink);
         auto [O, L] = g->sdpa(Q, K, V, opt);
         as_output(O, U_O, s, s->o);
-        L->set_output(true)
-            .set_uid(U_LSE)
-            .set_data_type(fe::DataType_t::FLOAT)
-            .set_dim({s->B, s->H, s->T, 1})
-            .set_stride({(int64_t)s->H * s->T, s->T, 1, 1});
+        as_lse(L->set_output(true), s);
     } else {
         auto O = bf16_tensor(*g, "o", U_O, s, s->o);
         auto dO = bf16_tensor(*g, "dout", U_DO, s, s->dout);
-        auto L = g->tensor(lse_attr(s));
+        fe::graph::Tensor_attributes la;
+        auto L = g->tensor(as_lse(la, s));
         auto opt = fe::graph::SDPA_backward_attributes()
                        .set_name("sg_attention_bwd")
                        .set_causal_mask(true)
