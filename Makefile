@@ -311,7 +311,14 @@ $(CB)/test_gpu_ops: $(CB)/tg/test_gpu_ops.o $(CB)/tg/table_gpu.o $(CB)/tg/table_
 $(CB)/bench_gpu: $(CB)/tg/bench_gpu.o $(CB)/libsg_cuda.a
 	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS)
 
-cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu
+# cuDNN's verdict on the attention graphs sgtrain asks for, for GPUs this
+# machine lacks (tests/cudnn/plan_check.cpp; tests/e2e_cuda_build.sh runs it)
+$(CB)/cudnn_plan_check: tests/cudnn/plan_check.cpp tests/cudnn/sdpa_line.h kernels/cuda/cudnn_sdpa.h \
+                        kernels/cuda/scratch.h $(CB)/cu/kernels/cuda/cudnn_sdpa.o
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Ikernels -Ikernels/cuda -Itests/cudnn -isystem $(CUDA_HOME)/include \
+	    $< $(CB)/cu/kernels/cuda/cudnn_sdpa.o -o $@ -ldl
+
+cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu $(CB)/cudnn_plan_check
 test-gpu: cuda all
 	bash tests/gpu/run.sh $(B)
 sanitize-gpu: cuda all

@@ -3,7 +3,9 @@
 # compiles every kernel for sm_80, sm_90 and sm_120 and links with the
 # toolkit alone; the binary needs no driver library, runs its GPU-free
 # commands, and on a training command says clearly that there is no device,
-# writing nothing.  The CPU build stays free of CUDA.  The GPU tests
+# writing nothing.  The CPU build stays free of CUDA.  This machine's
+# cuDNN says whether it takes the attention graphs sgtrain asks for, on each
+# GPU sgtrain targets (tests/cudnn/plan_check.cpp).  The GPU tests
 # themselves are `make test-gpu` (tests/gpu/run.sh) on a machine with a GPU.
 set -u
 B=${1:-build}
@@ -47,6 +49,56 @@ g++ -std=c++17 -Wall -Wextra -Werror -Ikernels -Ikernels/cuda -isystem "$(dirnam
 check '[ $? -eq 0 ] && nm "$o" | grep -q "T sg_cudnn_sdpa_fwd" && ! nm "$o" | grep -q dlopen' \
     "cudnn_sdpa.cpp without cuDNN (CUDNN=no) compiles warning-free, defines the calls, opens nothing: $(head -n 3 "$o.log")"
 rm -f "$o" "$o.log"
+# cuDNN's verdict on the attention graphs sgtrain asks for at the paper's
+# tiers (tests/cudnn/graphs.txt, kept fresh by e2e_cuda_sgtrain_emu.sh), for
+# the GPUs sgtrain targets, none of which is here: cuDNN's validation,
+# heuristics and support check run for a described GPU (tests/cudnn/devices,
+# plan_check.cpp).  Its runtime-compiled engines need a libcuda.so.1 to load:
+# the toolkit's stub stands in for it.  Loading the kernels is left to a GPU.
+CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")")
+PC=$CB/cudnn_plan_check
+check '[ -x "$PC" ]' "make cuda builds $PC"
+cudnn_lib=
+for d in "$CUDA_HOME/lib64" $(ldconfig -p 2>/dev/null | sed -nE 's|.*libcudnn\.so\.9 .*=> (.*)/libcudnn\.so\.9$|\1|p'); do
+    [ -e "$d/libcudnn.so.9" ] && { cudnn_lib=$d; break; }
+done
+if [ "$choice" != yes ] || [ -z "$cudnn_lib" ] || [ ! -e "$CUDA_HOME/lib64/stubs/libcuda.so" ] || [ ! -x "$PC" ]; then
+    echo "(no cuDNN build, libcudnn.so.9 or libcuda stub here: cuDNN's verdict on the graphs is not checked)"
+else
+    S=$(mktemp -d)
+    ln -s "$CUDA_HOME/lib64/stubs/libcuda.so" "$S/libcuda.so.1"
+    G=tests/cudnn/graphs.txt
+    n=$(grep -vc '^#' "$G")
+    check '[ "$n" -ge 40 ]' "tests/cudnn/graphs.txt holds the tiers' graphs ($n lines)"
+    for dev in tests/cudnn/devices/*.json; do
+        out=$(LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" "$dev" "$G" 2>&1); rc=$?
+        check '[ $rc -eq 0 ] && [ "$(tail -n 1 <<<"$out")" = "$n supported, 0 refused" ]' \
+            "cuDNN takes every graph of the tiers on $(basename "$dev" .json) (exit $rc):"$'\n'"$(grep -v '^supported' <<<"$out" | head -n 5)"
+        echo "$(basename "$dev" .json): $(grep -m1 '^supported' <<<"$out" | cut -d: -f1-2)"
+    done
+    h200=tests/cudnn/devices/h200.json
+    one=$(grep -m1 '^bwd 8 12 1024' "$G")
+    bent=$(sed -E 's/ q=([0-9]+),([0-9]+),([0-9]+)/ q=\1,\2,2305/' <<<"$one")
+    expect 1 "refused \(Q: stride 2305 .* not a multiple of the tensor's 16-byte alignment\)" -- \
+        env LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" "$h200" - <<<"$bent"
+    expect 2 "not a line of sdpa_line.h" -- env LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" "$h200" - <<<"fwd 8 12 1024"
+    expect 2 "has no \"deviceVer\"" -- env LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" tests/cudnn/graphs.txt "$G"
+    expect 2 "cannot read the device properties" -- "$PC" "$S/none.json" "$G"
+    expect 2 "usage: plan_check" -- "$PC" "$h200"
+    expect 2 "cuDNN did not take the device properties" -- \
+        env LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" <(echo '{"deviceVer": 900, "multiProcessorCount": "many"}') "$G"
+    # SG_CUDNN_LIB names the library sgtrain opens: one that is not there is
+    # said (sgtrain's SG_ATTN=cudnn then runs the mma tiles)
+    expect 2 "cannot load $S/libcudnn-none.so.*SG_CUDNN_LIB names the library" -- \
+        env SG_CUDNN_LIB="$S/libcudnn-none.so" LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" "$h200" "$G"
+    # without a libcuda.so.1, cuDNN has no engine for them on sm_90 (its
+    # engines there compile at run time): the verdicts above are the
+    # engines', not a check that passes anything
+    if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+        expect 1 "refused \(No valid engine configs" -- env LD_LIBRARY_PATH="$cudnn_lib" "$PC" "$h200" - <<<"$one"
+    fi
+    rm -rf "$S"
+fi
 # The attention tile kernels' exponentials carry no denormal fix-up
 # (tc_ex2, mma_ptx.h): exp2f puts a compare (FSETP) and two multiplies
 # around every MUFU.EX2.  tests/gpu/sass_mix.py counts both in the sm_90

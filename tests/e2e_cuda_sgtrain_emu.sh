@@ -34,7 +34,10 @@
 #     reduces; stopped on 2 ranks, the run resumes on 1;
 #   - side-stream sums run as late as the program allows (a missing wait
 #     would show) and, again, as early (EMU_STREAMS=early);
-#   - two ranks on one GPU: NCCL's refusal ends the job with a message.
+#   - two ranks on one GPU: NCCL's refusal ends the job with a message;
+#   - the graphs SG_ATTN=cudnn hands to cuDNN have 16-byte-aligned operands,
+#     and at the paper's tiers are those tests/cudnn/graphs.txt holds (which
+#     tests/e2e_cuda_build.sh puts to the real cuDNN for each target GPU).
 # What it cannot show: NCCL itself, the device, timing (docs/distributed.md).
 set -u
 B=${1:-build}
@@ -128,6 +131,9 @@ t0=$SECONDS
 [ -x "$W/test_gpu_ops" ] && { "$W/test_gpu_ops" >"$W/test_gpu_ops.log" 2>&1; echo $? >"$W/test_gpu_ops.rc"; } &
 tgo=$!
 EMU=$W/sgtrain
+# every graph any run below asks the emulated cuDNN for (tests/cudnn/sdpa_line.h)
+export EMU_CUDNN_LOG=$W/cudnn-graphs.log
+rm -f "$EMU_CUDNN_LOG"
 MPI="mpirun --oversubscribe -x OMP_NUM_THREADS -x EMU_STREAMS -x EMU_GPUS -x SG_TWIN_POISON"
 "$B/sgsynth" --out "$W/d" --vocab 512 --val-tokens 8000 --train-tokens 40000 --shard-tokens 20000 >/dev/null
 T="train --tier test --arm combo2 --micro_batch 1 --grad_accum 4 --iters 6 --warmup 2 --val_every 3
@@ -636,5 +642,19 @@ check '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(bsv "$W/autov" micro_batch)" = 8 
        [ -n "$(crc "$W/autov4")" ] && [ "$(crc "$W/autov4")" = "$(crc "$W/expv4")" ] &&
        [ "$(bsv "$W/autov4" measured_bytes)" -le $((cap - cap / 16)) ] && [ "$(bsv "$W/autov4" next_predicted_bytes)" -gt $((cap - cap / 16)) ]' \
     "on $cap bytes, 8 sequences as 2 micro-batches of 4 (exit $rc, $rc2), bitwise micro_batch 4 x grad_accum 2; measured within the budget, P(8) over it: $(grep -m1 auto_micro_batch "$W/autov4.log")"
+# The graphs handed to cuDNN: every operand 16 bytes aligned, as its
+# kernels need (the frontend stops a run whose pointer is not: exit 1, not
+# the tiles), in every run above (training, evaluation, the arms' gradients)
+nlog=$(grep -c . "$EMU_CUDNN_LOG" 2>/dev/null)
+mis=$(awk '{ a = $NF; sub(/^align=/, "", a); if (a + 0 < 16) print }' "$EMU_CUDNN_LOG" 2>/dev/null)
+check '[ "${nlog:-0}" -ge 8 ] && [ -z "$mis" ]' "the runs asked cuDNN for ${nlog:-0} graphs, every operand 16-byte aligned:"$'\n'"$mis"
+# tests/cudnn/graphs.txt (the tiers' graphs, which e2e_cuda_build.sh puts to
+# the real cuDNN) is what sgtrain asks for now
+bash tests/cudnn/record-graphs.sh "$EMU" "$B/sgtrain" "$W/d" "$W/graphs.txt" >"$W/graphs.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && diff -u tests/cudnn/graphs.txt "$W/graphs.txt" >"$W/graphs.diff"' \
+    "tests/cudnn/graphs.txt is what sgtrain asks cuDNN for (exit $rc); if the change is meant, regenerate it:
+    bash tests/cudnn/record-graphs.sh $EMU $B/sgtrain $W/d tests/cudnn/graphs.txt
+$(head -n 20 "$W/graphs.log" "$W/graphs.diff" 2>/dev/null)"
+check '! grep -v "^#" tests/cudnn/graphs.txt | grep -qv " align=256$"' "the tiers' graphs' operands are 256-byte aligned"
 echo "ran in $((SECONDS - t0)) s"
 finish

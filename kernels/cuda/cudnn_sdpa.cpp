@@ -33,6 +33,10 @@ static int sg_cudnn_unbuilt(char *why, size_t n) {
 }
 extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *, char *why, size_t n) { return sg_cudnn_unbuilt(why, n); }
 extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *, char *why, size_t n) { return sg_cudnn_unbuilt(why, n); }
+extern "C" int sg_cudnn_sdpa_check(const SgSdpa *, int, const char *, int, int *, char *why, size_t n) {
+    sg_cudnn_unbuilt(why, n);
+    return 2;
+}
 
 #else
 
@@ -58,12 +62,13 @@ namespace {
 enum : int64_t { U_Q = 1, U_K, U_V, U_O, U_LSE, U_SINK, U_DO, U_DQ, U_DK, U_DV };
 
 struct Lib {
-    bool tried = false;
+    bool tried = false, loaded = false, handle_tried = false;
     cudnnHandle_t handle = nullptr;
-    std::string why; /* empty when loaded */
+    std::string why; /* why not loaded, or why there is no handle */
 };
 
-Lib &lib() {
+/* the library opened and recent enough (no GPU needed) */
+Lib &load() {
     static Lib l;
     if (l.tried) return l;
     l.tried = true;
@@ -83,6 +88,19 @@ Lib &lib() {
             l.why = "cuDNN " + std::to_string(v) + " is older than 9.13, the first with the sink token";
             return l;
         }
+        l.loaded = true;
+    } catch (const std::exception &ex) {
+        l.why = std::string("cuDNN: ") + ex.what();
+    }
+    return l;
+}
+
+/* loaded, with a handle on the current GPU */
+Lib &lib() {
+    Lib &l = load();
+    if (!l.loaded || l.handle_tried) return l;
+    l.handle_tried = true;
+    try {
         if (fe::detail::create_handle(&l.handle) != CUDNN_STATUS_SUCCESS) {
             l.handle = nullptr;
             l.why = "cudnnCreate failed";
@@ -170,12 +188,15 @@ std::string finish(fe::graph::Graph &g, cudnnHandle_t h, int64_t *ws) {
     return std::string();
 }
 
-Built build(const SgSdpa *s, bool bwd, cudnnHandle_t h) {
-    Built b;
+/* s's graph, described but not yet validated or built.  sm > 0: the
+ * compute capability it is for (a node takes the graph's context as it is
+ * added), else the current device's. */
+std::shared_ptr<fe::graph::Graph> describe(const SgSdpa *s, bool bwd, int sm) {
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
+    if (sm > 0) g->set_sm_version(sm);
     auto Q = bf16_tensor(*g, "q", U_Q, s, s->q);
     auto K = bf16_tensor(*g, "k", U_K, s, s->k);
     auto V = bf16_tensor(*g, "v", U_V, s, s->v);
@@ -213,6 +234,12 @@ Built build(const SgSdpa *s, bool bwd, cudnnHandle_t h) {
         as_output(dK, U_DK, s, s->dk);
         as_output(dV, U_DV, s, s->dv);
     }
+    return g;
+}
+
+Built build(const SgSdpa *s, bool bwd, cudnnHandle_t h) {
+    Built b;
+    auto g = describe(s, bwd, 0);
     b.why = finish(*g, h, &b.workspace);
     if (b.why.empty()) b.g = g;
     return b;
@@ -223,8 +250,13 @@ int refuse(char *why, size_t n, const std::string &m) {
     return 1;
 }
 
+/* the head dims cuDNN's attention has engines for (its validation says
+ * the same of the backward; we ask neither direction otherwise) */
+bool dims_taken(const SgSdpa *s) { return s->d % 8 == 0 && s->d <= 256; }
+const char *const DIMS_WHY = "cuDNN's attention takes head dims that are multiples of 8 up to 256";
+
 int run(const SgSdpa *s, bool bwd, char *why, size_t n) {
-    if (s->d % 8 != 0 || s->d > 256) return refuse(why, n, "cuDNN's attention takes head dims that are multiples of 8 up to 256");
+    if (!dims_taken(s)) return refuse(why, n, DIMS_WHY);
     try {
         Lib &l = lib();
         if (!l.handle) return refuse(why, n, l.why);
@@ -267,8 +299,52 @@ int run(const SgSdpa *s, bool bwd, char *why, size_t n) {
     }
 }
 
+/* The deviceless check (cudnn_sdpa.h): describe() and finish()'s steps up to
+ * the support check, with a described GPU in place of a handle (the
+ * frontend would take the compute capability from the current device). */
+int check(const SgSdpa *s, bool bwd, const char *devprops, int sm, int *engines, char *why, size_t n) {
+    *engines = 0;
+    if (!dims_taken(s)) return refuse(why, n, DIMS_WHY);
+    try {
+        Lib &l = load();
+        if (!l.loaded) {
+            snprintf(why, n, "%s", l.why.c_str());
+            return 2;
+        }
+        auto dp = std::make_shared<fe::DeviceProperties>();
+        std::vector<uint8_t> buf(devprops, devprops + strlen(devprops));
+        fe::error_t e = dp->deserialize(buf);
+        if (!e.is_good()) {
+            snprintf(why, n, "cuDNN did not take the device properties: %s", e.get_message().c_str());
+            return 2;
+        }
+        auto g = describe(s, bwd, sm);
+        g->set_device_properties(dp);
+        e = g->validate();
+        if (e.is_good()) e = g->build_operation_graph();
+        if (e.is_good()) e = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+        if (e.is_good()) e = g->check_support();
+        if (!e.is_good()) return refuse(why, n, e.get_message().empty() ? "the graph was refused" : e.get_message());
+        *engines = (int)g->get_execution_plan_count();
+        std::string names;
+        for (int i = 0; i < *engines; i++) {
+            std::string name;
+            if (!g->get_plan_name_at_index(i, name).is_good()) name = "?";
+            names += (i ? " " : "") + name;
+        }
+        snprintf(why, n, "%s", names.c_str());
+        return 0;
+    } catch (const std::exception &ex) {
+        return refuse(why, n, std::string("cuDNN: ") + ex.what());
+    }
+}
+
 } // namespace
 
+extern "C" int sg_cudnn_sdpa_check(const SgSdpa *s, int bwd, const char *devprops, int sm, int *engines, char *why,
+                                   size_t n) {
+    return check(s, bwd != 0, devprops, sm, engines, why, n);
+}
 extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n) { return run(s, false, why, n); }
 extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *s, char *why, size_t n) { return run(s, true, why, n); }
 

@@ -56,6 +56,23 @@ typedef struct {
 int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n);
 int sg_cudnn_sdpa_bwd(const SgSdpa *s, char *why, size_t n);
 
+/* Whether cuDNN would take s's graph (the forward's, or the backward's if
+ * bwd) on a GPU it is told about rather than one it sees: the device
+ * properties as cuDNN serialises them (devprops: its JSON, the attributes
+ * of cudaDeviceProp it reads) and the compute capability (sm: 90 for
+ * sm_90).  The very graph sg_cudnn_sdpa_fwd/bwd build goes through cuDNN's
+ * validation, heuristics and support check, which need no GPU; building
+ * the plan itself (loading its kernels) needs a driver and is not done.
+ * The pointers in s are not read.  0: supported, with *engines the engine
+ * configurations cuDNN offered and why their names, its first choice
+ * first; 1:
+ * refused, why says cuDNN's reason; 2: the
+ * check could not be made (no cuDNN in the build or on the machine,
+ * devprops not taken).  Runtime-compiled engines need a libcuda.so.1 to be
+ * loadable (the toolkit's stub will do): without one they are refused. */
+int sg_cudnn_sdpa_check(const SgSdpa *s, int bwd, const char *devprops, int sm, int *engines, char *why,
+                        size_t n);
+
 #ifdef __cplusplus
 }
 #endif

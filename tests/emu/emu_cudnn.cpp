@@ -9,18 +9,46 @@
  *
  * EMU_CUDNN=refuse makes every call a refusal (a machine without cuDNN,
  * or a graph it does not support); EMU_CUDNN=fail, a graph that fails as
- * it is issued. */
+ * it is issued.  EMU_CUDNN_LOG=FILE appends each distinct graph asked for
+ * (refused or not) as a line of tests/cudnn/sdpa_line.h, for
+ * tests/cudnn/plan_check.cpp to put to the real cuDNN. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "../cudnn/sdpa_line.h"
 #include "cuda_bf16.h"
 #include "cudnn_sdpa.h"
 
 namespace {
+
+/* one write(2) per line on an O_APPEND file: concurrent runs may share it */
+void log_call(const SgSdpa *s, int bwd) {
+    const char *path = getenv("EMU_CUDNN_LOG");
+    if (!path || !*path) return;
+    char line[1024];
+    if (sdpa_line_write(line, sizeof line - 1, s, bwd)) return;
+    static std::mutex mu;
+    static std::set<std::string> said;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!said.insert(line).second) return;
+    strcat(line, "\n");
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
+        fprintf(stderr, "emu_cudnn: cannot append to EMU_CUDNN_LOG=%s\n", path);
+        exit(1);
+    }
+    close(fd);
+}
 
 /* one (b, h) slice of t as T x d floats (the bf16 values, widened) */
 void slice(const SgSdpaTensor &t, int b, int h, int T, int d, std::vector<float> &x) {
@@ -57,6 +85,7 @@ int mode(char *why, size_t n) {
 } // namespace
 
 extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n) {
+    log_call(s, 0);
     if (int r = mode(why, n)) return r;
     const int T = s->T, d = s->d;
     std::vector<float> q, k, v, o((size_t)T * d), sc(T);
@@ -84,6 +113,7 @@ extern "C" int sg_cudnn_sdpa_fwd(const SgSdpa *s, char *why, size_t n) {
 }
 
 extern "C" int sg_cudnn_sdpa_bwd(const SgSdpa *s, char *why, size_t n) {
+    log_call(s, 1);
     if (int r = mode(why, n)) return r;
     const int T = s->T, d = s->d;
     std::vector<float> q, k, v, o, g, P((size_t)T * T), dS((size_t)T * T);
