@@ -69,7 +69,7 @@ else
     ln -s "$CUDA_HOME/lib64/stubs/libcuda.so" "$S/libcuda.so.1"
     G=tests/cudnn/graphs.txt
     n=$(grep -vc '^#' "$G")
-    check '[ "$n" -ge 40 ]' "tests/cudnn/graphs.txt holds the tiers' graphs ($n lines)"
+    check '[ "$n" -ge 60 ]' "tests/cudnn/graphs.txt holds the tiers' and test-gpu's graphs ($n lines)"
     for dev in tests/cudnn/devices/*.json; do
         out=$(LD_LIBRARY_PATH="$cudnn_lib:$S" "$PC" "$dev" "$G" 2>&1); rc=$?
         check '[ $rc -eq 0 ] && [ "$(tail -n 1 <<<"$out")" = "$n supported, 0 refused" ]' \
