@@ -17,8 +17,10 @@
 # and a micro-batch of 1 keep the runs short: the attention's shapes and
 # strides are the tier's (heads, width, context: no stride depends on the
 # batch), and B is then set to the tier's micro-batch.  test-gpu's shapes
-# run as test-gpu runs them, and also without the matmuls' twins
-# (SG_MATMUL_KEEP=0: dq, dk and dv go through scratch of their own).  The arms are those whose graphs differ: no phantom or one
+# run as test-gpu runs them, also without the matmuls' twins
+# (SG_MATMUL_KEEP=0: dq, dk and dv go through scratch of their own), and
+# they and the 124M tier (device.sh's A/B runs) also with qkv and dO stored
+# in fp32 (SG_BF16_OPERANDS=0: q, k, v and dO packed).  The arms are those whose graphs differ: no phantom or one
 # (offbyone's zero logits are sinklogit's graph), the value gates' v apart
 # from the qkv row (projgate and combo are normgate's and combo2's graphs),
 # and the sink token's longer context.  renorm's log-bias never reaches
@@ -55,7 +57,12 @@ for tier in $TIERS; do
     micro=$("$CPU" tiers | awk -v t="$tier" '$1 == t { split($6, b, "x"); print b[1] }')
     [ -n "$micro" ] || { echo "record-graphs: no tier $tier in \`$CPU tiers\`" >&2; exit 1; }
     run "$tier" -- --tier "$tier" --n_layer 1 --vocab_size 512 --micro_batch 1
-    echo "# $tier: micro-batch $micro" >>"$tmp/out"
+    also=
+    if [ "$tier" = 124M ]; then
+        run "$tier" SG_BF16_OPERANDS=0 -- --tier "$tier" --n_layer 1 --vocab_size 512 --micro_batch 1
+        also=", also with SG_BF16_OPERANDS=0"
+    fi
+    echo "# $tier: micro-batch $micro$also" >>"$tmp/out"
     awk -v b="$micro" '{ $2 = b; print }' "$tmp/$tier.log" | LC_ALL=C sort -u >>"$tmp/out"
 done
 for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
@@ -64,7 +71,9 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     run "$name" -- $flags
     # shellcheck disable=SC2086
     run "$name" SG_MATMUL_KEEP=0 -- $flags
-    echo "# test-gpu $name ($flags), with and without twins" >>"$tmp/out"
+    # shellcheck disable=SC2086
+    run "$name" SG_BF16_OPERANDS=0 -- $flags
+    echo "# test-gpu $name ($flags): defaults, SG_MATMUL_KEEP=0, SG_BF16_OPERANDS=0" >>"$tmp/out"
     LC_ALL=C sort -u "$tmp/$name.log" >>"$tmp/out"
 done
 mv "$tmp/out" "$OUT"
