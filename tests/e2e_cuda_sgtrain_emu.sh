@@ -645,8 +645,10 @@ check '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(bsv "$W/autov" micro_batch)" = 8 
 # The graphs handed to cuDNN: every operand 16 bytes aligned, as its
 # kernels need (the frontend stops a run whose pointer is not: exit 1, not
 # the tiles), in every run above (training, evaluation, the arms' gradients)
+# misaligned FILE: its graph lines (sdpa_line.h) whose operands are not
+misaligned() { grep -v '^#' "$1" | awk '{ a = $NF; sub(/^align=/, "", a); if (a + 0 < 16) print }'; }
 nlog=$(grep -c . "$EMU_CUDNN_LOG" 2>/dev/null)
-mis=$(awk '{ a = $NF; sub(/^align=/, "", a); if (a + 0 < 16) print }' "$EMU_CUDNN_LOG" 2>/dev/null)
+mis=$(misaligned "$EMU_CUDNN_LOG" 2>/dev/null)
 check '[ "${nlog:-0}" -ge 8 ] && [ -z "$mis" ]' "the runs asked cuDNN for ${nlog:-0} graphs, every operand 16-byte aligned:"$'\n'"$mis"
 # tests/cudnn/graphs.txt (the tiers' graphs, which e2e_cuda_build.sh puts to
 # the real cuDNN) is what sgtrain asks for now
@@ -655,7 +657,7 @@ check '[ $rc -eq 0 ] && diff -u tests/cudnn/graphs.txt "$W/graphs.txt" >"$W/grap
     "tests/cudnn/graphs.txt is what sgtrain asks cuDNN for (exit $rc); if the change is meant, regenerate it:
     bash tests/cudnn/record-graphs.sh $EMU $B/sgtrain $W/d tests/cudnn/graphs.txt
 $(head -n 20 "$W/graphs.log" "$W/graphs.diff" 2>/dev/null)"
-mis=$(grep -v '^#' tests/cudnn/graphs.txt | awk '{ a = $NF; sub(/^align=/, "", a); if (a + 0 < 16) print }')
+mis=$(misaligned tests/cudnn/graphs.txt)
 check '[ -z "$mis" ]' "tests/cudnn/graphs.txt: every operand 16-byte aligned:"$'\n'"$mis"
 echo "ran in $((SECONDS - t0)) s"
 finish
