@@ -11,12 +11,23 @@
 #ifndef SG_SDPA_LINE_H
 #define SG_SDPA_LINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cudnn_sdpa.h"
+
+/* the tensors in a line's order: the forward's four, then the backward's */
+static const struct {
+    const char *name;
+    size_t off;
+} sdpa_line_tensors[8] = {
+    {"q", offsetof(SgSdpa, q)},   {"k", offsetof(SgSdpa, k)},       {"v", offsetof(SgSdpa, v)},
+    {"o", offsetof(SgSdpa, o)},   {"dout", offsetof(SgSdpa, dout)}, {"dq", offsetof(SgSdpa, dq)},
+    {"dk", offsetof(SgSdpa, dk)}, {"dv", offsetof(SgSdpa, dv)},
+};
 
 static inline long sdpa_line_align_of(const void *p, long a) {
     if (!p) return a;
@@ -26,14 +37,13 @@ static inline long sdpa_line_align_of(const void *p, long a) {
 }
 
 static inline int sdpa_line_write(char *buf, size_t n, const SgSdpa *s, int bwd) {
-    const SgSdpaTensor *t[8] = {&s->q, &s->k, &s->v, &s->o, &s->dout, &s->dq, &s->dk, &s->dv};
-    static const char *const name[8] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
     long align = 256;
     size_t k = (size_t)snprintf(buf, n, "%s %d %d %d %d %a %d", bwd ? "bwd" : "fwd", s->B, s->H, s->T, s->d,
                                 (double)s->scale, s->sink != NULL);
     for (int i = 0; i < (bwd ? 8 : 4) && k < n; i++) {
-        k += (size_t)snprintf(buf + k, n - k, " %s=%ld,%ld,%ld", name[i], t[i]->bs, t[i]->hs, t[i]->rs);
-        align = sdpa_line_align_of(t[i]->p, align);
+        const SgSdpaTensor *t = (const SgSdpaTensor *)((const char *)s + sdpa_line_tensors[i].off);
+        k += (size_t)snprintf(buf + k, n - k, " %s=%ld,%ld,%ld", sdpa_line_tensors[i].name, t->bs, t->hs, t->rs);
+        align = sdpa_line_align_of(t->p, align);
     }
     if (k < n) k += (size_t)snprintf(buf + k, n - k, " align=%ld", align);
     return k < n ? 0 : -1;
@@ -43,8 +53,6 @@ static inline int sdpa_line_write(char *buf, size_t n, const SgSdpa *s, int bwd)
  * *bwd and *align; -1 when the line is not one sdpa_line_write writes */
 static inline int sdpa_line_read(const char *line, SgSdpa *s, int *bwd, long *align) {
     static const float dummy_sink = 0.f;
-    SgSdpaTensor *t[8] = {&s->q, &s->k, &s->v, &s->o, &s->dout, &s->dq, &s->dk, &s->dv};
-    static const char *const name[8] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
     char dir[4];
     double scale;
     int sink, used;
@@ -57,9 +65,11 @@ static inline int sdpa_line_read(const char *line, SgSdpa *s, int *bwd, long *al
     s->sink = sink ? &dummy_sink : NULL;
     const char *p = line + used;
     for (int i = 0; i < (*bwd ? 8 : 4); i++) {
+        SgSdpaTensor *t = (SgSdpaTensor *)((char *)s + sdpa_line_tensors[i].off);
         char key[8];
         int m;
-        if (sscanf(p, " %7[a-z]=%ld,%ld,%ld%n", key, &t[i]->bs, &t[i]->hs, &t[i]->rs, &m) != 4 || strcmp(key, name[i]))
+        if (sscanf(p, " %7[a-z]=%ld,%ld,%ld%n", key, &t->bs, &t->hs, &t->rs, &m) != 4 ||
+            strcmp(key, sdpa_line_tensors[i].name))
             return -1;
         p += m;
     }
