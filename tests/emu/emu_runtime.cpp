@@ -4,11 +4,14 @@
  * CUDA ops.  (kernels/cuda/runtime.cu's memory half, op_alloc to op_free,
  * is emu_memory.cpp.)
  *
- * Thread switches.  A thread starts on its own stack with makecontext and
- * setcontext; after that every switch is _setjmp/_longjmp, which only
- * saves and restores registers.  (swapcontext would also save and restore
- * the signal mask, a system call per switch: most of the run time, with
- * millions of switches.  These threads never touch signals.)  Jumping
+ * Thread switches.  Each stack carries a fiber, a coroutine started once
+ * with makecontext and setcontext, that runs the block's thread i after
+ * thread i, each launch and block, waiting in between.  Every switch,
+ * starting a thread included, is _setjmp/_longjmp, which only saves and
+ * restores registers.  (getcontext, setcontext and swapcontext also set the
+ * signal mask, a system call each: in a thread's every switch, or only at
+ * its start, that was most of the run time, or a quarter of it.  These
+ * threads never touch signals.)  Jumping
  * between stacks is what _FORTIFY_SOURCE's longjmp check forbids, so it is
  * off in this file.  Built with AddressSanitizer (EMU_SANITIZE=1 in
  * tests/e2e_cuda_emu.sh), every switch is announced to it
@@ -18,6 +21,7 @@
 #undef _FORTIFY_SOURCE
 #include <setjmp.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -29,6 +33,7 @@
 #include "cublasLt.h"
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "scratch.h"
 
 namespace emu {
 Thread *cur;
@@ -53,6 +58,16 @@ void set_seed(unsigned long long s) { rng.seed(s); }
 static jmp_buf sched_jb;
 static std::vector<Thread> th;    /* the block's threads */
 static const size_t STACK = 256 * 1024, GUARD = 4096;
+/* The fiber on stack i runs the block's thread i.  Made once; not moved
+ * (a ucontext_t points into itself), so held by pointer. */
+struct Fiber {
+    char *stack;
+    ucontext_t ctx; /* to start it, once */
+    jmp_buf idle;   /* where it waits between threads */
+    void *fake;     /* AddressSanitizer's fake stack while it waits */
+    bool made;      /* started: later threads are a _longjmp to idle */
+};
+static std::vector<Fiber *> fibers;
 
 /* The announcements to AddressSanitizer; nothing in other builds.  A
  * thread learns the scheduler's stack from its first arrival. */
@@ -101,7 +116,10 @@ __attribute__((noinline)) static void run(Thread &t) {
         leaving(&sched_fake, t.stack, STACK);
         if (t.started) _longjmp(t.jb, 1);
         t.started = true;
-        setcontext(&t.ctx);
+        Fiber &f = *fibers[&t - th.data()];
+        if (f.made) _longjmp(f.idle, 1);
+        f.made = true;
+        setcontext(&f.ctx);
     }
     arrived(sched_fake, nullptr, nullptr);
 }
@@ -118,13 +136,22 @@ void barrier_wait(Barrier &b) {
 }
 
 static std::function<void()> *g_kernel;
-static void trampoline() {
+/* A fiber's body: the kernel as thread i (cur), and again as the thread i
+ * of each later block and launch. */
+static void fiber() {
     arrived(nullptr, &sched_bottom, &sched_size);
-    (*g_kernel)();
-    cur->done = true;
-    make_waiting((int)(cur - th.data()));
-    leaving(nullptr, sched_bottom, sched_size); /* this stack's frames end here */
-    _longjmp(sched_jb, 1);                      /* never returns */
+    for (;;) {
+        (*g_kernel)();
+        const int i = (int)(cur - th.data());
+        cur->done = true;
+        make_waiting(i);
+        Fiber &f = *fibers[i];
+        if (_setjmp(f.idle) == 0) {
+            leaving(&f.fake, sched_bottom, sched_size);
+            _longjmp(sched_jb, 1);
+        }
+        arrived(f.fake, &sched_bottom, &sched_size);
+    }
 }
 
 /* Dynamic shared memory: the launched size, and past it a poisoned margin
@@ -147,21 +174,27 @@ void *static_smem(size_t bytes, size_t align) {
     return p;
 }
 
-/* Thread i of the block, made ready to run trampoline on its own stack.
- * (Apart from launch_impl: getcontext counts as a function that may return
- * twice, which would make the compiler wary of launch_impl's locals.) */
-__attribute__((noinline)) static void start(unsigned i, char *stack, size_t size) {
+/* A fiber on a new stack, ready to be started.  (Apart from launch_impl:
+ * getcontext counts as a function that may return twice, which would make
+ * the compiler wary of launch_impl's locals.) */
+__attribute__((noinline)) static void make_fiber(Fiber &f, char *stack) {
+    f.stack = stack;
+    f.fake = nullptr;
+    f.made = false;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = STACK;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber, 0);
+}
+/* Thread i of the block, ready to run on fiber i. */
+static void start(unsigned i) {
     Thread &t = th[i];
     t.done = t.started = false;
     t.tid = {i, 0, 0};
     t.warp = (int)i / 32;
     t.lane = (int)i % 32;
-    t.stack = stack;
-    getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = stack;
-    t.ctx.uc_stack.ss_size = size;
-    t.ctx.uc_link = nullptr;
-    makecontext(&t.ctx, trampoline, 0);
+    t.stack = fibers[i]->stack;
     make_runnable((int)i);
 }
 
@@ -197,11 +230,11 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
     g_kernel = &f;
     /* 256 KiB stacks (the kernels keep fragments of 1 KiB each in locals)
      * above an inaccessible page: an overflow is a crash, not corruption */
-    static std::vector<char *> stacks;
-    while (stacks.size() < nt) {
+    while (fibers.size() < nt) {
         void *m = mmap(nullptr, GUARD + STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED || mprotect(m, GUARD, PROT_NONE)) fail("no memory for thread stacks");
-        stacks.push_back((char *)m + GUARD);
+        fibers.push_back(new Fiber);
+        make_fiber(*fibers.back(), (char *)m + GUARD);
     }
     th.assign(nt, Thread());
     for (const emu_uint3 bi : blocks) {
@@ -216,7 +249,7 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
         for (auto &w : warp_bars) w.size = 32;
         xchg.assign(nt / 32, {});
         runnable.clear();
-        for (unsigned i = 0; i < nt; i++) start(i, stacks[i], STACK);
+        for (unsigned i = 0; i < nt; i++) start(i);
         while (!runnable.empty()) run(th[runnable[rng() % runnable.size()]]);
         for (const Thread &t : th)
             if (!t.done) fail("deadlock: threads wait at a barrier that not all of them reach");
@@ -360,11 +393,20 @@ cudaError_t sg_malloc(void **p, size_t bytes); /* device_memory.cu: counted */
 cudaError_t sg_free(void *p);
 void sg_out_of_memory(size_t bytes, const char *what) __attribute__((noreturn));
 void *sg_scratch(int slot, size_t bytes) {
-    static void *buf[16];
-    if (slot < 0 || slot >= 16) abort();
+    static void *buf[SCRATCH_SLOTS];
+    static size_t held[SCRATCH_SLOTS];
+    if (slot < 0 || slot >= SCRATCH_SLOTS) abort();
+    /* Apart from cuBLASLt's workspace, which is the library's alone: none
+     * of our kernels reads or writes it, and the emulated cuBLASLt fills
+     * the part an algorithm takes with NaN itself (emu_cublaslt.cpp).  It
+     * lives on while it is large enough, as runtime.cu's: 32 MiB made and
+     * poisoned anew at every product were nine tenths of an emulated
+     * sgtrain's page faults, and 40% of its run time. */
+    if (slot == SCRATCH_LT_WORKSPACE && buf[slot] && held[slot] >= bytes) return buf[slot];
     if (buf[slot] && sg_free(buf[slot])) abort();
     buf[slot] = nullptr;
     if (sg_malloc(&buf[slot], bytes)) sg_out_of_memory(bytes, "a scratch buffer");
+    held[slot] = bytes;
     return buf[slot];
 }
 }

@@ -30,7 +30,6 @@
 #define SG_EMU_THREADS_H
 
 #include <setjmp.h>
-#include <ucontext.h>
 
 #include <array>
 #include <cmath>
@@ -64,8 +63,7 @@ inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c,
 
 namespace emu {
 struct Thread {
-    ucontext_t ctx; /* to start it */
-    jmp_buf jb;     /* where it waits */
+    jmp_buf jb; /* where it waits */
     char *stack;
     void *fake; /* AddressSanitizer's fake stack while it waits (emu_runtime.cpp) */
     bool started, done;
