@@ -18,7 +18,8 @@
 # What this catches and what it cannot: docs/cuda.md, "Emulated in CI".
 # Needs the build ($B/libsg.a holds the CPU ops), g++ and python3.
 # EMU_SANITIZE=1 (tests/e2e_cuda_emu_san.sh): the kernels, the emulator and
-# the tests built with AddressSanitizer and UBSan, one seed, in $B/emu-san;
+# the tests built with AddressSanitizer and UBSan, one seed, the bf16
+# batteries alone (the attention battery in two shards), in $B/emu-san;
 # any report ends its run, which then misses its summary and fails.
 set -u
 B=${1:-build}
@@ -29,10 +30,17 @@ E2E_NAME=e2e_cuda_emu$([ "$SAN" = 1 ] && echo _san)
 source "$(dirname "$0")/lib.sh"
 if [ "$SAN" = 1 ]; then
     seeds=(${EMU_SEEDS:-1})
+    # the sanitizers' checks are on addresses, which bf16's rounding does
+    # not change: the fp32 battery (a subset of the bf16 battery's cases)
+    # adds no coverage here, so it is not built; and the bf16 attention
+    # battery, slowest by far (about 870 s), runs in two halves beside the
+    # ops battery (about 120 s): three runs at once on two cores
+    fp32=0 shards=2 par=3
     # the emulator's thread stacks and buffers live to the end on purpose
     export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:detect_stack_use_after_return=0
 else
     seeds=(${EMU_SEEDS:-1 2})
+    fp32=1 shards=1 par=2
 fi
 
 for tool in g++ python3; do
@@ -90,8 +98,8 @@ for k in $KERNELS; do
     python3 "$E/cu2cpp.py" "kernels/cuda/attention_$k.cu" "$W/gen/attention_$k.cpp" 2>>"$W/failed.log" ||
         echo "cu2cpp failed on attention_$k.cu" >>"$W/failed.log"
     bg g++ "$W/bf16/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/bf16/$k.deps" "$W/gen/attention_$k.cpp"
-    bg g++ "$W/fp32/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -DEMU_BF16_EXACT -MD -MF "$W/fp32/$k.deps" \
-        "$W/gen/attention_$k.cpp"
+    [ $fp32 = 1 ] && bg g++ "$W/fp32/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -DEMU_BF16_EXACT \
+        -MD -MF "$W/fp32/$k.deps" "$W/gen/attention_$k.cpp"
 done
 for k in $OPS; do
     python3 "$E/cu2cpp.py" "kernels/cuda/$k.cu" "$W/gen/$k.cpp" 2>>"$W/failed.log" ||
@@ -101,7 +109,8 @@ done
 # the attention forward writes its output's bf16 twin into matmul.cu's table
 # of copies: the attention tests link matmul.cu too (and the weight copies
 # it reads), built as they are; and SG_ATTN=cudnn's CPU twin of cuDNN
-for mode in bf16 fp32; do
+modes=(bf16 $([ $fp32 = 1 ] && echo fp32))
+for mode in "${modes[@]}"; do
     bg g++ "$W/$mode/emu_cudnn.o" "${CXXF[@]}" "${INC[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
         -MD -MF "$W/$mode/emu_cudnn.deps" "$E/emu_cudnn.cpp"
     for k in matmul weight_copies; do
@@ -128,7 +137,7 @@ check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n
 
 # No toolkit header may have been read: every CUDA header comes from tests/emu.
 # (The lists are *.deps, not *.d: the Makefile includes every *.d under $B.)
-deps=$(cat "$W"/bf16/*.deps "$W"/fp32/*.deps "$W"/ops/*.deps "$W"/obj/*.deps | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
+deps=$(cat "$W"/bf16/*.deps "$W"/ops/*.deps "$W"/obj/*.deps $([ $fp32 = 1 ] && echo "$W"/fp32/*.deps) | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
 leak=$(grep -v -e "^$ROOT/" -e "^$W/" <<<"$deps" | grep -iE 'cuda|cublas|/cub/|/thrust/|/mma\.h$|/crt/|nvidia|/nv[a-z]*\.h$')
 # kernels/cuda/mma_ptx.h is inline PTX: the stub of the same name must shadow it
 leak+=$(grep -x "$ROOT/kernels/cuda/mma_ptx.h" <<<"$deps")
@@ -142,7 +151,7 @@ LDLIBS=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s --no-print-directory -f
     B="$B" emu-print-ldlibs 2>&1)
 rc=$?
 check '[ $rc -eq 0 ]' "the build's link flags: $LDLIBS"
-for mode in bf16 fp32; do
+for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
     out=$(g++ "${LINKF[@]}" -o "$W/attention_emu_test_$mode" "$W/test/attention.o" "$W/obj/"*.o "$W/$mode/"*.o "$B/libsg.a" \
         $LDLIBS 2>&1)
@@ -155,15 +164,19 @@ rc=$?
 check '[ $rc -eq 0 ]' "ops_emu_test links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"
 
-# --- run: two at a time, one thread each --------------------------------------
+# --- run: two at a time (three under the sanitizers), one thread each ---------
 t0=$SECONDS
 export OMP_NUM_THREADS=1 # the CPU references: one core per run
-runs=()                  # att.SEED and ops.SEED (the bf16 batteries), fp32
-for s in "${seeds[@]}"; do runs+=("att.$s"); done
+runs=()                  # att.SEED[.SHARD] and ops.SEED (the bf16 batteries), fp32
+for s in "${seeds[@]}"; do
+    if [ $shards = 1 ]; then runs+=("att.$s"); else for ((i = 0; i < shards; i++)); do runs+=("att.$s.$i"); done; fi
+done
 for s in "${seeds[@]}"; do runs+=("ops.$s"); done
-runs+=(fp32)
+[ $fp32 = 1 ] && runs+=(fp32)
 start() { # a run in the background, its exit status to $W/rc.$1
     case $1 in
+    att.*.*) local r=${1#att.}
+        "$W/attention_emu_test_bf16" --shard "${r#*.}/$shards" "${r%.*}" "$W/digests.$1" >"$W/run.$1" 2>&1 ;;
     att.*) "$W/attention_emu_test_bf16" "${1#att.}" "$W/digests.$1" >"$W/run.$1" 2>&1 ;;
     ops.*) "$W/ops_emu_test" "${1#ops.}" "$W/digests.$1" >"$W/run.$1" 2>&1 ;;
     fp32) "$W/attention_emu_test_fp32" --fp32 "${seeds[0]}" "$W/digests.fp32" attention >"$W/run.fp32" 2>&1 ;;
@@ -174,10 +187,47 @@ n=0
 for r in "${runs[@]}"; do
     start "$r" &
     n=$((n + 1))
-    [ $n -ge 2 ] && wait -n
+    [ $n -ge $par ] && wait -n
 done
 wait
 echo "ran in $((SECONDS - t0)) s"
+# a sharded battery's parts as one run: its cases in the battery's order
+# (case i went to shard (i + i / shards) mod shards: tests/emu/battery.h),
+# its checks added up, and the worst exit status
+if [ $shards -gt 1 ]; then
+    for s in "${seeds[@]}"; do
+        parts=()
+        for ((i = 0; i < shards; i++)); do parts+=("att.$s.$i"); done
+        python3 - "$W" "att.$s" "${parts[@]}" <<'PYEOF2'
+import re, sys
+w, whole, parts = sys.argv[1], sys.argv[2], sys.argv[3:]
+summary = re.compile(r"^attention_emu_test: (\d+) passed, (\d+) failed$")
+case = re.compile(r"^(attention|decode|probs\+apply) .* worst [0-9.]+ of tolerance +[0-9.]+ s$")
+logs = [open(f"{w}/run.{p}").read().splitlines() for p in parts]
+digests = [open(f"{w}/digests.{p}").read().splitlines() for p in parts]
+rcs = [int(open(f"{w}/rc.{p}").read().strip() or 1) for p in parts]
+cases = [[l for l in log if case.match(l)] for log in logs]
+rest = [[l for l in log if not case.match(l) and not summary.match(l)] for log in logs]
+sums = [[m for l in log for m in [summary.match(l)] if m] for log in logs]
+def interleave(lists):
+    n, at, out = len(lists), [0] * len(lists), []
+    for i in range(sum(map(len, lists))):
+        s = (i + i // n) % n
+        if at[s] == len(lists[s]):
+            break
+        out.append(lists[s][at[s]])
+        at[s] += 1
+    return out + [x for s in range(n) for x in lists[s][at[s]:]]
+lines = interleave(cases) + [l for r in rest for l in r]
+if all(sums):
+    lines.append("attention_emu_test: %d passed, %d failed" % (sum(int(s[-1][1]) for s in sums),
+                                                                sum(int(s[-1][2]) for s in sums)))
+open(f"{w}/run.{whole}", "w").write("\n".join(lines) + "\n")
+open(f"{w}/digests.{whole}", "w").write("".join(l + "\n" for l in interleave(digests)))
+open(f"{w}/rc.{whole}", "w").write("%d\n" % max(rcs))
+PYEOF2
+    done
+fi
 
 # each run's own checks count as ours; a run without its summary line crashed
 tally_run() { # label, run name
@@ -199,11 +249,29 @@ s1=${seeds[0]}
 echo "--- seed $s1: each case's worst error as a fraction of its tolerance, and its time"
 grep -hE 'worst [0-9.]+ of tolerance +[0-9.]+ s$' "$W/run.att.$s1" "$W/run.ops.$s1"
 grep -h '^largest' "$W/run.att.$s1" "$W/run.ops.$s1"
-grep -E '^attention ' "$W/run.fp32" | awk '{ w = $(NF - 4) > w ? $(NF - 4) : w; n++ }
+[ $fp32 = 1 ] && grep -E '^attention ' "$W/run.fp32" | awk '{ w = $(NF - 4) > w ? $(NF - 4) : w; n++ }
     END { printf "fp32 operands (EMU_BF16_EXACT), fp32 tolerances: %d cases, worst %.3f of tolerance\n", n, w }'
 for s in "${seeds[@]}"; do tally_run "attention bf16 seed $s" "att.$s"; done
-tally_run "attention fp32 seed $s1" fp32
+[ $fp32 = 1 ] && tally_run "attention fp32 seed $s1" fp32
 for s in "${seeds[@]}"; do tally_run "ops seed $s" "ops.$s"; done
+
+# --shard I/N: the shards' cases together are the battery's, bitwise (the
+# sanitizer build runs the attention battery so); a bad I/N stops it
+few="attention B1 T7 H2 d16"
+for i in 0 1 2; do "$W/attention_emu_test_bf16" --shard $i/3 "$s1" "$W/shard.$i" "$few" >/dev/null 2>&1; done
+whole=$(grep "^$few" "$W/digests.att.$s1" | sort)
+parts=$(cat "$W"/shard.{0,1,2} | sort)
+check '[ -n "$whole" ] && [ "$parts" = "$whole" ] && [ -s "$W/shard.0" ] && [ -s "$W/shard.2" ]' \
+    "--shard i/3: the three shards' cases are the battery's, with its outputs ($(wc -l <<<"$parts") of $(wc -l <<<"$whole") cases)"
+for bad_shard in 2/2 x 1/0 "1/2x"; do
+    out=$("$W/attention_emu_test_bf16" --shard "$bad_shard" "$s1" /dev/null "$few" 2>&1); rc=$?
+    check '[ $rc -eq 2 ] && grep -q "shard wants I/N with I < N, got $bad_shard" <<<"$out"' \
+        "--shard $bad_shard: a clear error and exit 2 (exit $rc): $out"
+done
+out=$("$W/ops_emu_test" --shard 3/2 "$s1" /dev/null 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "shard wants I/N with I < N, got 3/2" <<<"$out"' "ops_emu_test --shard 3/2: exit 2 (exit $rc): $out"
+out=$("$W/attention_emu_test_bf16" --fp33 "$s1" /dev/null 2>&1); rc=$?
+check '[ $rc -eq 2 ] && grep -q "unknown option --fp33" <<<"$out"' "attention_emu_test --fp33: exit 2 (exit $rc): $out"
 
 # SG_ATTN picks the tile kernels; anything but wmma or mma stops the op
 one="attention B2 T7 H2 d64 phantom=learned logbias=1"

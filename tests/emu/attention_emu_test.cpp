@@ -508,7 +508,13 @@ int main(int argc, char **argv) {
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++)
         if (!strcmp(argv[1], "--fp32")) g_bf16 = false, emu::use_largest_smem();
         else if (!strcmp(argv[1], "--as-set")) g_as_set = true;
-    const char *filter = battery_args("attention_emu_test", "[--fp32] [--as-set] SEED DIGESTS [FILTER]", argc, argv);
+        else if (battery_shard_option(argc, argv)) argc--, argv++;
+        else {
+            fprintf(stderr, "%s: unknown option %s\n", argv[0], argv[1]);
+            return 2;
+        }
+    const char *filter =
+        battery_args("attention_emu_test", "[--fp32] [--as-set] [--shard I/N] SEED DIGESTS [FILTER]", argc, argv);
     if (!filter) return 2;
     unsetenv("SG_MATMUL_KEEP"); /* twins on: test_attention checks the output's */
     Cases cases(filter, 11);

@@ -164,6 +164,29 @@ struct Digest {
 static FILE *g_digests;
 inline void digest_out(const Digest &d) { fprintf(g_digests, "%s %016" PRIx64 "\n", g_tag.c_str(), d.h); }
 
+/* "--shard I/N" (I < N), an option of every battery: N processes share a
+ * battery on N cores, shard I running the cases dealt to it.  The cases
+ * are dealt in turn, each round of N starting one shard further on: case
+ * i (from 0) goes to shard (i + i / N) mod N, so that a pattern of the
+ * battery with period N (the attention cases' batch of 1 or 2 alternates)
+ * is spread over the shards, not given whole to one.  The inputs are the
+ * same whichever shard draws them (each case's stream follows its place
+ * in the battery).  False if ARG is not this option; a malformed one ends
+ * the program (exit 2). */
+static unsigned g_shard = 0, g_shards = 1;
+inline bool battery_shard_of(uint64_t i) { return (i + i / g_shards) % g_shards == g_shard; }
+inline bool battery_shard_option(int argc, char **argv) {
+    if (strcmp(argv[1], "--shard")) return false;
+    unsigned i, n;
+    char end;
+    if (argc < 3 || sscanf(argv[2], "%u/%u%c", &i, &n, &end) != 2 || n == 0 || i >= n) {
+        fprintf(stderr, "%s: --shard wants I/N with I < N, got %s\n", argv[0], argc < 3 ? "nothing" : argv[2]);
+        exit(2);
+    }
+    g_shard = i, g_shards = n;
+    return true;
+}
+
 /* A battery's command line after its own options: SEED DIGESTS [FILTER].
  * Seeds the scheduler, opens the digest file and returns the filter, or
  * NULL after a message (exit status 2). */
@@ -200,7 +223,7 @@ struct Cases {
         g_ctr = 0;
         g_tag = tag;
         g_worst = 0;
-        return tag.find(filter) != std::string::npos;
+        return battery_shard_of(n - 1) && tag.find(filter) != std::string::npos;
     }
     void end() const {
         const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -645,7 +645,9 @@ static const char *const KIND[] = {"none", "norm", "proj"};
 
 int main(int argc, char **argv) {
     unsetenv("SG_MATMUL_KEEP"); /* the matmuls keep their bf16 copies: test_matmul checks the reuse */
-    const char *filter = battery_args("ops_emu_test", "SEED DIGESTS [FILTER]", argc, argv);
+    for (; argc > 1 && !strcmp(argv[1], "--shard"); argc--, argv++)
+        if (battery_shard_option(argc, argv)) argc--, argv++;
+    const char *filter = battery_args("ops_emu_test", "[--shard I/N] SEED DIGESTS [FILTER]", argc, argv);
     if (!filter) return 2;
     Cases cases(filter, 12);
     char tag[128];
