@@ -162,18 +162,76 @@ within() { # run, reference, bound, what
     echo "$4: $w"
 }
 
-# every arm's forward and backward against the CPU's
-for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
+# --- the gradient runs (`sgtrain grads`), each independent of the others:
+# all of them first, two processes at a time (one beside test_gpu_ops while
+# it runs), then their checks, section by section below
+job_pids=()
+job() { # name, command...: stderr to $W/NAME.log, the exit status to $W/NAME.rc
+    local name=$1
+    shift
+    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    { "$@" >/dev/null 2>"$W/$name.log"; echo $? >"$W/$name.rc"; } &
+    job_pids+=($!)
+}
+D16="--tier test" D64="--tier test --n_embd 128 --n_head 2 --block_size 64"
+ARMS="baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2"
+for cfg in "d16:$D16" "d64:$D64"; do
     name=${cfg%%:*} flags=${cfg#*:}
-    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
-        "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/cpu-$name-$arm.st" >/dev/null
+    for arm in $ARMS; do
+        # shellcheck disable=SC2206
+        G=(grads $flags --arm $arm --seed 3 --data "$W/d")
+        job cpu-$name-$arm "$B/sgtrain" "${G[@]}" -o "$W/cpu-$name-$arm.st"
         for tiles in wmma mma cudnn; do
-            SG_ATTN=$tiles "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/emu-$name-$arm-$tiles.st" \
-                >/dev/null 2>"$W/grads.log"
-            out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/emu-$name-$arm-$tiles.st" \
-                "$name $arm $tiles" 2>&1)
+            job emu-$name-$arm-$tiles env SG_ATTN=$tiles "$EMU" "${G[@]}" -o "$W/emu-$name-$arm-$tiles.st"
+        done
+        job nokeep-$name-$arm env SG_MATMUL_KEEP=0 "$EMU" "${G[@]}" -o "$W/nokeep-$name-$arm.st"
+        job dqs-$name-$arm env SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" "${G[@]}" -o "$W/dqs-$name-$arm.st"
+    done
+    for arm in baseline renorm normgate projgate combo2; do
+        for tiles in mma cudnn; do
+            # shellcheck disable=SC2086
+            job nokeep-$name-$arm-$tiles env SG_ATTN=$tiles SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 \
+                --data "$W/d" -o "$W/nokeep-$name-$arm-$tiles.st"
+        done
+    done
+    for arm in baseline combo2; do
+        for tiles in wmma mma; do
+            # shellcheck disable=SC2086
+            job tune-$name-$arm-$tiles env SG_ATTN=$tiles SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1 "$EMU" grads $flags \
+                --arm $arm --seed 3 --data "$W/d" -o "$W/tune-$name-$arm-$tiles.st"
+        done
+    done
+done
+# shellcheck disable=SC2206
+G64=(grads $D64 --seed 3 --data "$W/d")
+for arm in baseline offbyone sinklogit combo2 renorm; do
+    job cudnn-$arm env SG_ATTN=cudnn SG_MATMUL_STATS=1 "$EMU" "${G64[@]}" --arm $arm -o "$W/cudnn-$arm.st"
+done
+for arm in baseline combo2; do
+    job refuse-$arm env EMU_CUDNN=refuse SG_ATTN=cudnn "$EMU" "${G64[@]}" --arm $arm -o "$W/refuse-$arm.st"
+    job bf16off-$arm env SG_BF16_OPERANDS=0 SG_MATMUL_STATS=1 "$EMU" "${G64[@]}" --arm $arm -o "$W/bf16off-$arm.st"
+done
+job fail env EMU_CUDNN=fail SG_ATTN=cudnn "$EMU" grads --tier test --arm baseline --seed 3 --data "$W/d" -o "$W/fail.st"
+for arm in baseline combo2 renorm; do
+    for tiles in wmma mma; do
+        job stats-$arm-$tiles env SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm $arm --seed 3 \
+            --data "$W/d" -o "$W/stats-$arm-$tiles.st"
+    done
+done
+wait "${job_pids[@]}"
+echo "grads: ${#job_pids[@]} runs in $((SECONDS - t0)) s"
+# the tiers' graphs for cuDNN (checked at the end), beside the runs below
+bash tests/cudnn/record-graphs.sh "$EMU" "$B/sgtrain" "$W/d" "$W/graphs.txt" >"$W/graphs.log" 2>&1 &
+graphs_pid=$!
+
+# every arm's forward and backward against the CPU's
+for cfg in d16 d64; do
+    for arm in $ARMS; do
+        for tiles in wmma mma cudnn; do
+            out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$cfg-$arm.st" "$W/emu-$cfg-$arm-$tiles.st" \
+                "$cfg $arm $tiles" 2>&1)
             check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"' \
-                "$name $arm SG_ATTN=$tiles: loss and gradients against the CPU"$'\n'"$out"$'\n'"$(cat "$W/grads.log")"
+                "$cfg $arm SG_ATTN=$tiles: loss and gradients against the CPU"$'\n'"$out"$'\n'"$(cat "$W/emu-$cfg-$arm-$tiles.log")"
         done
     done
 done
@@ -185,8 +243,6 @@ echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"
 # and all, and says so once for each direction
 cudnn_calls() { sed -nE "s/^sg attention: ([0-9]+) forwards and ([0-9]+) backwards ran on cuDNN\$/\\1 \\2/p" "$1"; }
 for arm in baseline offbyone sinklogit combo2 renorm; do
-    SG_ATTN=cudnn SG_MATMUL_STATS=1 "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
-        --seed 3 --data "$W/d" -o "$W/cudnn-$arm.st" >/dev/null 2>"$W/cudnn-$arm.log"
     calls=$(cudnn_calls "$W/cudnn-$arm.log")
     if [ $arm = renorm ]; then
         said=$(grep -c "SG_ATTN=cudnn: cuDNN does not take the .* (the routing-slot control's per-key log-bias" "$W/cudnn-$arm.log")
@@ -202,16 +258,14 @@ done
 # lacks): the mma tiles run on the same operands, the same bits as
 # SG_ATTN=mma, and the reason is said once a direction
 for arm in baseline combo2; do
-    EMU_CUDNN=refuse SG_ATTN=cudnn "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
-        --seed 3 --data "$W/d" -o "$W/refuse-$arm.st" >/dev/null 2>"$W/refuse-$arm.log"; rc=$?
+    rc=$(cat "$W/refuse-$arm.rc")
     said=$(grep -c "SG_ATTN=cudnn: cuDNN does not take the .* (the emulated cuDNN refuses every graph" "$W/refuse-$arm.log")
     check '[ $rc -eq 0 ] && [ "$said" = 2 ] && cmp -s "$W/refuse-$arm.st" "$W/emu-d64-$arm-mma.st"' \
         "d64 $arm, cuDNN refusing: exit $rc, said $said times (want 2), gradients bitwise SG_ATTN=mma's"$'\n'"$(cat "$W/refuse-$arm.log")"
 done
 # a graph that fails as it is issued leaves its outputs unknown: exit 1,
 # saying what cuDNN said, and no gradients written
-EMU_CUDNN=fail SG_ATTN=cudnn "$EMU" grads --tier test --arm baseline --seed 3 --data "$W/d" -o "$W/fail.st" \
-    >/dev/null 2>"$W/fail.log"; rc=$?
+rc=$(cat "$W/fail.rc")
 check '[ $rc -eq 1 ] && grep -q "cuDNN attention forward.*EMU_CUDNN=fail" "$W/fail.log" && [ ! -e "$W/fail.st" ]' \
     "a cuDNN graph failing as it is issued: exit 1 with cuDNN's reason, nothing written (exit $rc): $(tail -n 2 "$W/fail.log")"
 # the comparison itself: one NaN in one gradient (or the loss) must fail it
@@ -239,13 +293,10 @@ for what in loss grad; do
     check '[ $rc -eq 1 ] && grep -q FAIL <<<"$out"' "compare_grads.py fails a NaN in the $what (exit $rc): $out"
 done
 # the kept copies and twins off: the same bits (the twins are the casts' values)
-for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
-    name=${cfg%%:*} flags=${cfg#*:}
-    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
-        SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" -o "$W/nokeep-$name-$arm.st" \
-            >/dev/null 2>"$W/grads.log"
+for name in d16 d64; do
+    for arm in $ARMS; do
         check 'cmp -s "$W/nokeep-$name-$arm.st" "$W/emu-$name-$arm-wmma.st"' \
-            "$name $arm: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+            "$name $arm: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/nokeep-$name-$arm.log")"
     done
     # the mma tiles also write dqkv's twin: an ungated arm (taken), the
     # routing-slot control (its gate backward makes it stale), and the value
@@ -254,23 +305,18 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     # to be widened without them: the same values either way
     for arm in baseline renorm normgate projgate combo2; do
         for tiles in mma cudnn; do
-            SG_ATTN=$tiles SG_MATMUL_KEEP=0 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
-                -o "$W/nokeep-$name-$arm-$tiles.st" >/dev/null 2>"$W/grads.log"
             check 'cmp -s "$W/nokeep-$name-$arm-$tiles.st" "$W/emu-$name-$arm-$tiles.st"' \
-                "$name $arm SG_ATTN=$tiles: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/grads.log")"
+                "$name $arm SG_ATTN=$tiles: gradients with SG_MATMUL_KEEP=0 bitwise those with the twins"$'\n'"$(cat "$W/nokeep-$name-$arm-$tiles.log")"
         done
     done
 done
 echo "grads: $(ls "$W"/nokeep-*.st | wc -l) runs with SG_MATMUL_KEEP=0, bitwise those with the twins"
 # SG_ATTN_DQ=stored: dQ from the dS the dK/dV kernel stored, the same bits
 # as recomputing it (kernels/cuda/attention_bwd_mma.cu), for every arm
-for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
-    name=${cfg%%:*} flags=${cfg#*:}
-    for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
-        SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
-            -o "$W/dqs-$name-$arm.st" >/dev/null 2>"$W/grads.log"
-        check 'cmp -s "$W/dqs-$name-$arm.st" "$W/emu-$name-$arm-mma.st" && grep -q "^sg attention: 2 backwards formed dQ from the stored dS$" "$W/grads.log"' \
-            "$name $arm SG_ATTN_DQ=stored: 2 backwards took dQ from the stored dS, gradients bitwise those recomputing it"$'\n'"$(cat "$W/grads.log")"
+for name in d16 d64; do
+    for arm in $ARMS; do
+        check 'cmp -s "$W/dqs-$name-$arm.st" "$W/emu-$name-$arm-mma.st" && grep -q "^sg attention: 2 backwards formed dQ from the stored dS$" "$W/dqs-$name-$arm.log"' \
+            "$name $arm SG_ATTN_DQ=stored: 2 backwards took dQ from the stored dS, gradients bitwise those recomputing it"$'\n'"$(cat "$W/dqs-$name-$arm.log")"
     done
 done
 # SG_MATMUL_TUNE=1: the emulated heuristic offers 4 algorithms a shape, the
@@ -284,12 +330,9 @@ tuned_ok() { # stats log: every shape tuned as above
          /^sg matmul tune: [0-9]+ of [0-9]+ shapes tuned$/{ t = $4; p = $6 }
          END { exit !(n > 0 && !bad && t == n && p == n) }' "$1"
 }
-for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_size 64"; do
-    name=${cfg%%:*} flags=${cfg#*:}
+for name in d16 d64; do
     for arm in baseline combo2; do
         for tiles in wmma mma; do
-            SG_ATTN=$tiles SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1 "$EMU" grads $flags --arm $arm --seed 3 --data "$W/d" \
-                -o "$W/tune-$name-$arm-$tiles.st" >/dev/null 2>"$W/tune-$name-$arm-$tiles.log"
             check 'cmp -s "$W/tune-$name-$arm-$tiles.st" "$W/emu-$name-$arm-$tiles.st"' \
                 "$name $arm SG_ATTN=$tiles: gradients with SG_MATMUL_TUNE=1 bitwise those without"$'\n'"$(tail -n 3 "$W/tune-$name-$arm-$tiles.log")"
             check 'tuned_ok "$W/tune-$name-$arm-$tiles.log"' \
@@ -308,10 +351,6 @@ bad_env SG_MATMUL_STATS on
 unstored() { sed -nE 's/^sg matmul: [0-9]+ operand casts skipped, ([0-9]+) fp32 outputs not stored, [0-9]+ outputs stored in bf16$/\1/p' "$1"; }
 bf16_stored() { sed -nE 's/^sg matmul: [0-9]+ operand casts skipped, [0-9]+ fp32 outputs not stored, ([0-9]+) outputs stored in bf16$/\1/p' "$1"; }
 for arm in baseline combo2 renorm; do
-    for tiles in wmma mma; do
-        SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm $arm --seed 3 --data "$W/d" \
-            -o "$W/stats-$arm-$tiles.st" >/dev/null 2>"$W/stats-$arm-$tiles.log"
-    done
     uw=$(unstored "$W/stats-$arm-wmma.log") um=$(unstored "$W/stats-$arm-mma.log")
     more=$([ $arm = renorm ] && echo 0 || echo 2)
     check '[ -n "$uw" ] && [ -n "$um" ] && [ "$uw" -gt 0 ] && [ "$um" -eq $((uw + more)) ]' \
@@ -338,8 +377,6 @@ done
 # SG_BF16_OPERANDS=0 stores them in fp32: still within the CPU's tolerances,
 # and not the bits of the bf16 run (the rounding took place there)
 for arm in baseline combo2; do
-    SG_BF16_OPERANDS=0 SG_MATMUL_STATS=1 "$EMU" grads --tier test --n_embd 128 --n_head 2 --block_size 64 --arm $arm \
-        --seed 3 --data "$W/d" -o "$W/bf16off-$arm.st" >/dev/null 2>"$W/bf16off-$arm.log"
     out=$(python3 tests/gpu/compare_grads.py "$W/cpu-d64-$arm.st" "$W/bf16off-$arm.st" "d64 $arm SG_BF16_OPERANDS=0" 2>&1)
     check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out" &&
            [ "$(bf16_stored "$W/bf16off-$arm.log")" = 0 ] && ! cmp -s "$W/bf16off-$arm.st" "$W/emu-d64-$arm-wmma.st"' \
@@ -652,7 +689,7 @@ mis=$(misaligned "$EMU_CUDNN_LOG" 2>/dev/null)
 check '[ "${nlog:-0}" -ge 8 ] && [ -z "$mis" ]' "the runs asked cuDNN for ${nlog:-0} graphs, every operand 16-byte aligned:"$'\n'"$mis"
 # tests/cudnn/graphs.txt (the tiers' graphs, which e2e_cuda_build.sh puts to
 # the real cuDNN) is what sgtrain asks for now
-bash tests/cudnn/record-graphs.sh "$EMU" "$B/sgtrain" "$W/d" "$W/graphs.txt" >"$W/graphs.log" 2>&1; rc=$?
+wait $graphs_pid; rc=$?
 check '[ $rc -eq 0 ] && diff -u tests/cudnn/graphs.txt "$W/graphs.txt" >"$W/graphs.diff"' \
     "tests/cudnn/graphs.txt is what sgtrain asks cuDNN for (exit $rc); if the change is meant, regenerate it:
     bash tests/cudnn/record-graphs.sh $EMU $B/sgtrain $W/d tests/cudnn/graphs.txt

@@ -32,21 +32,26 @@ TIERS="10M 50M 124M 350M"
 ARMS="baseline sinklogit sinktoken normgate combo2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# run NAME ENV... -- FLAGS...: the arms' graphs into $tmp/NAME.log
+# run NAME ENV... -- FLAGS...: the arms' graphs into $tmp/NAME.log, the arms
+# side by side (the emulated cuDNN appends a line in one write)
 run() {
-    local name=$1 arm
+    local name=$1 arm i failed=0
     shift
-    local envs=()
+    local envs=() pids=() arms=()
     while [ "$1" != -- ]; do envs+=("$1"); shift; done
     shift
     for arm in $ARMS; do
-        if ! env "${envs[@]}" EMU_GEMM=zero EMU_CUDNN_LOG="$tmp/$name.log" SG_ATTN=cudnn "$EMU" grads "$@" \
-            --arm "$arm" --seed 1 --data "$DATA" -o "$tmp/g.st" >"$tmp/run.log" 2>&1; then
-            echo "record-graphs: the $name $arm run failed (grads $*):" >&2
-            cat "$tmp/run.log" >&2
-            exit 1
-        fi
+        env "${envs[@]}" EMU_GEMM=zero EMU_CUDNN_LOG="$tmp/$name.log" SG_ATTN=cudnn "$EMU" grads "$@" \
+            --arm "$arm" --seed 1 --data "$DATA" -o "$tmp/$arm.st" >"$tmp/run-$arm.log" 2>&1 &
+        pids+=($!) arms+=("$arm")
     done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" && continue
+        echo "record-graphs: the $name ${arms[$i]} run failed (grads $*):" >&2
+        cat "$tmp/run-${arms[$i]}.log" >&2
+        failed=1
+    done
+    [ $failed = 0 ] || exit 1
 }
 {
     echo "# The attention graphs sgtrain asks cuDNN for (SG_ATTN=cudnn) at the paper's tiers and test-gpu's"
