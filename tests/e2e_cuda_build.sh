@@ -17,8 +17,9 @@ if ! command -v nvcc >/dev/null; then
     echo "(nvcc not found: the CUDA build is not checked here)"
     finish
 fi
-# a make of its own: under `make test` the parent's jobserver flags would leak in
-log=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s B="$B" cuda 2>&1); rc=$?
+# a make of its own, on every core: under `make test` the parent's jobserver
+# flags would leak in (nvcc compiles one file at a time)
+log=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s -j"$(nproc 2>/dev/null || echo 2)" B="$B" cuda 2>&1); rc=$?
 check '[ $rc -eq 0 ]' "make cuda builds"$'\n'"$(tail -n 30 <<<"$log")"
 check '! grep -v "^make" <<<"$log" | grep -qiE "warning"' "make cuda is warning-free"$'\n'"$(grep -iE -m5 warning <<<"$log")"
 CB=$B/cuda
