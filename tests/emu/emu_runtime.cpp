@@ -11,10 +11,10 @@
  * restores registers.  (getcontext, setcontext and swapcontext also set the
  * signal mask, a system call each: in a thread's every switch, or only at
  * its start, that was most of the run time, or a quarter of it.  These
- * threads never touch signals.)  Jumping
- * between stacks is what _FORTIFY_SOURCE's longjmp check forbids, so it is
- * off in this file.  Built with AddressSanitizer (EMU_SANITIZE=1 in
- * tests/e2e_cuda_emu.sh), every switch is announced to it
+ * threads never touch signals.)  Jumping between stacks is what
+ * _FORTIFY_SOURCE's longjmp check forbids, so it is off in this file.
+ * Built with AddressSanitizer (EMU_SANITIZE=1 in tests/e2e_cuda_emu.sh),
+ * every switch is announced to it
  * (__sanitizer_start_switch_fiber, __sanitizer_finish_switch_fiber), so
  * that it knows which stack is live and never takes a thread's frames for
  * the scheduler's. */
@@ -113,10 +113,10 @@ static void yield() {
 __attribute__((noinline)) static void run(Thread &t) {
     cur = &t;
     if (_setjmp(sched_jb) == 0) {
-        leaving(&sched_fake, t.stack, STACK);
+        Fiber &f = *fibers[&t - th.data()];
+        leaving(&sched_fake, f.stack, STACK);
         if (t.started) _longjmp(t.jb, 1);
         t.started = true;
-        Fiber &f = *fibers[&t - th.data()];
         if (f.made) _longjmp(f.idle, 1);
         f.made = true;
         setcontext(&f.ctx);
@@ -194,7 +194,6 @@ static void start(unsigned i) {
     t.tid = {i, 0, 0};
     t.warp = (int)i / 32;
     t.lane = (int)i % 32;
-    t.stack = fibers[i]->stack;
     make_runnable((int)i);
 }
 

@@ -64,7 +64,6 @@ inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c,
 namespace emu {
 struct Thread {
     jmp_buf jb; /* where it waits */
-    char *stack;
     void *fake; /* AddressSanitizer's fake stack while it waits (emu_runtime.cpp) */
     bool started, done;
     emu_uint3 tid;
