@@ -917,6 +917,91 @@ static void figure2(const Grid *gr, const Agg *ag, const char *figdir, Buf *md, 
         }
 }
 
+/* ---- Figures 1(b), 1(c) and 5: telemetry, the mean over the seeds analysed --- */
+
+/* Column KEY of the telemetry aggregate at (tier G, arm A) as mean ± SE;
+ * n = 0 where no run has it. */
+static Paired tel_at(const Agg *ag, int g, int a, const char *key) {
+    for (int k = 0; k < ag->ncols; k++)
+        if (!strcmp(ag->cols[k], key)) return cell_stat(ag, g, 0, a, k);
+    return (Paired){0, 0, 0, -1};
+}
+
+static PlotValue plot_value(Paired p) { return (PlotValue){p.mean, p.n > 1 ? p.se : -1, p.n > 0}; }
+
+/* One measurement across the tiers, a series for every arm that has it. */
+static void tel_across_tiers(const Grid *gr, const Agg *ag, const char *key, const char *figdir, const char *file,
+                             const char *title, const char *ylabel, const char *caption, Buf *md,
+                             ReportSummary *sum, Buf *problems) {
+    const int G = gr->G > 0 ? gr->G : 1, A = gr->A > 0 ? gr->A : 1;
+    const char *cats[G];
+    int tiers[G], nc = 0;
+    for (int g = 0; g < gr->G; g++) {
+        int any = 0;
+        for (int a = 0; a < gr->A && !any; a++) any = tel_at(ag, g, a, key).n > 0;
+        if (any) tiers[nc] = g, cats[nc++] = gr->rs->groups[g];
+    }
+    if (!nc) return;
+    PlotValue v[A][G];
+    PlotSeries series[A];
+    int ns = 0;
+    for (int a = 0; a < gr->A; a++) {
+        int any = 0;
+        for (int c = 0; c < nc; c++) {
+            v[ns][c] = plot_value(tel_at(ag, tiers[c], a, key));
+            any |= v[ns][c].present;
+        }
+        if (any) series[ns] = (PlotSeries){label_of(a), v[ns]}, ns++;
+    }
+    char err[512] = "";
+    int rc = plot_categories(figdir, file, title, ylabel, cats, nc, series, ns, err, sizeof err);
+    note_figure(rc, file, caption, md, sum, problems, err);
+}
+
+/* Figure 5 at every tier with telemetry: (a) the mass on the first key
+ * position and on the phantom, (b) the first position's read norm against
+ * an ordinary read's, per arm. */
+static void figure5(const Grid *gr, const Agg *ag, const char *figdir, Buf *md, ReportSummary *sum, Buf *problems) {
+    const int A = gr->A > 0 ? gr->A : 1;
+    for (int g = 0; g < gr->G; g++) {
+        const char *cats[A];
+        PlotValue pos0[A], phantom[A], ratio[A];
+        int nc = 0, nratio = 0;
+        for (int a = 0; a < gr->A; a++) {
+            Paired p0 = tel_at(ag, g, a, "pos0_mass"), ph = tel_at(ag, g, a, "phantom_mass"),
+                   r0 = tel_at(ag, g, a, "pos0_norm_ratio");
+            if (!p0.n && !ph.n && !r0.n) continue;
+            cats[nc] = label_of(a);
+            pos0[nc] = plot_value(p0), phantom[nc] = plot_value(ph), ratio[nc] = plot_value(r0);
+            nratio += r0.n > 0;
+            nc++;
+        }
+        if (!nc) continue;
+        const char *tier = gr->rs->groups[g];
+        char file[256], title[300], cap[400], err[512] = "";
+        PlotSeries mass[2] = {{"first key position", pos0}, {"phantom", phantom}};
+        snprintf(file, sizeof file, "fig5a-sink-mass-%s", tier);
+        sanitize(file + 16);
+        snprintf(title, sizeof title, "%s: where the attention mass parks", tier);
+        int rc = plot_categories_points(figdir, file, title, "arm", "share of attention mass", cats, nc, mass, 2,
+                                        err, sizeof err);
+        snprintf(cap, sizeof cap, "Figure 5(a): attention mass on the first key position and on the phantom at %s, "
+                                  "mean over seeds ± SE", tier);
+        note_figure(rc, file, cap, md, sum, problems, err);
+        if (!nratio) continue;
+        PlotSeries norm[1] = {{"position 0 / median read", ratio}};
+        snprintf(file, sizeof file, "fig5b-pos0-norm-%s", tier);
+        sanitize(file + 16);
+        snprintf(title, sizeof title, "%s: the first position's value read", tier);
+        err[0] = 0;
+        rc = plot_categories_points(figdir, file, title, "arm", "read norm at position 0 / median read norm", cats,
+                                    nc, norm, 1, err, sizeof err);
+        snprintf(cap, sizeof cap, "Figure 5(b): the value read at position 0 relative to an ordinary read at %s "
+                                  "(median over heads), mean over seeds ± SE", tier);
+        note_figure(rc, file, cap, md, sum, problems, err);
+    }
+}
+
 static char *path_cat(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -1101,7 +1186,19 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
         if (fs_mkdir_p(figdir, err, errlen)) goto out;
         bprintf(&md, "## Figures\n\n");
         figure1(&gr, figdir, &md, sum, &problems);
+        const Agg *tel = &ag[AN_TELEMETRY];
+        if (tel->n) {
+            tel_across_tiers(&gr, tel, "phantom_mass", figdir, "fig1b-phantom-mass", "The phantom's share across scale",
+                             "share of attention mass on the phantom",
+                             "Figure 1(b): the share of attention mass on the phantom, mean over seeds ± SE "
+                             "(no bar: a single seed)", &md, sum, &problems);
+            tel_across_tiers(&gr, tel, "gate_within_row_sd", figdir, "fig1c-gate-spread",
+                             "The gate's within-row spread across scale", "within-row SD of the gate",
+                             "Figure 1(c): the within-row spread of the gate, mean over seeds ± SE "
+                             "(no bar: a single seed)", &md, sum, &problems);
+        }
         if (ag[AN_INJECTION].n) figure2(&gr, &ag[AN_INJECTION], figdir, &md, sum, &problems);
+        if (tel->n) figure5(&gr, tel, figdir, &md, sum, &problems);
         if (o->curves) curves(rs, figdir, &md, sum, &problems);
     }
 

@@ -420,13 +420,16 @@ static const char *series_name(const PlotSeries *s) { return s->name ? s->name :
 /* Legend names longer than this (in characters) go under the plot. */
 #define KEY_RIGHT_MAX 22
 
+/* characters: UTF-8 lead bytes */
+static int utf8_len(const char *s) {
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
+    return n;
+}
+
 static int key_below(const PlotSeries *series, int nseries) {
-    for (int s = 0; s < nseries; s++) {
-        int n = 0;
-        for (const unsigned char *p = (const unsigned char *)series_name(&series[s]); *p; p++)
-            n += (*p & 0xC0) != 0x80; /* UTF-8 lead bytes */
-        if (n > KEY_RIGHT_MAX) return 1;
-    }
+    for (int s = 0; s < nseries; s++)
+        if (utf8_len(series_name(&series[s])) > KEY_RIGHT_MAX) return 1;
     return 0;
 }
 
@@ -471,9 +474,15 @@ int plot_categories(const char *dir, const char *name, const char *title, const 
     return plot_categories_x(dir, name, title, "tier", ylabel, cats, ncat, series, nseries, err, errlen);
 }
 
-int plot_categories_x(const char *dir, const char *name, const char *title, const char *xlabel,
+/* Tick labels longer than this in all (characters) are turned, so that
+ * neighbours do not run into each other. */
+#define TICKS_FLAT_MAX 60
+
+/* LINES: each series a line through its categories (tiers, in order), or
+ * bare points where the categories are not an axis (arms). */
+static int categories(const char *dir, const char *name, const char *title, const char *xlabel,
                       const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
-                      int nseries, char *err, size_t errlen) {
+                      int nseries, int lines, char *err, size_t errlen) {
     if (check_target(dir, name, err, errlen)) return -1;
     if (check_series(dir, name, series, nseries, ncat, "categories", err, errlen)) return -1;
     if (!cats) return sg_fail(err, errlen, "%s/%s: plot: no categories", dir, name);
@@ -502,6 +511,9 @@ int plot_categories_x(const char *dir, const char *name, const char *title, cons
     double pad = 0.08 * (hi > lo ? hi - lo : 1);
 
     gp_begin(g.gp.f, name, title, xlabel, ylabel, key_below(series, nseries));
+    int ticks = 0;
+    for (int c = 0; c < ncat; c++) ticks += utf8_len(cats[c]) + 2;
+    if (ticks > TICKS_FLAT_MAX) fputs("set xtics rotate by 30 right\n", g.gp.f);
     fprintf(g.gp.f, "set xrange [-0.5:%.8g]\n", ncat - 0.5);
     fputs("set yrange [", g.gp.f);
     put_num(g.gp.f, lo - pad);
@@ -531,12 +543,25 @@ int plot_categories_x(const char *dir, const char *name, const char *title, cons
                         "dt 1 notitle",
                         x, ec, yc, ec, ls);
             } else {
-                fprintf(p, ", \\\n     '' using %s:%d with linespoints ls %d title ", x, yc, ls);
+                fprintf(p, ", \\\n     '' using %s:%d with %s ls %d title ", x, yc, lines ? "linespoints" : "points",
+                        ls);
                 put_str(p, series_name(&series[s]), "");
             }
         }
     fputc('\n', p);
     return fig_finish(&g, dir, name, err, errlen);
+}
+
+int plot_categories_x(const char *dir, const char *name, const char *title, const char *xlabel,
+                      const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
+                      int nseries, char *err, size_t errlen) {
+    return categories(dir, name, title, xlabel, ylabel, cats, ncat, series, nseries, 1, err, errlen);
+}
+
+int plot_categories_points(const char *dir, const char *name, const char *title, const char *xlabel,
+                           const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
+                           int nseries, char *err, size_t errlen) {
+    return categories(dir, name, title, xlabel, ylabel, cats, ncat, series, nseries, 0, err, errlen);
 }
 
 /* ---- Figure 2: dose-response ------------------------------------------- */

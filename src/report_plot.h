@@ -45,6 +45,13 @@ int plot_categories_x(const char *dir, const char *name, const char *title, cons
                       const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
                       int nseries, char *err, size_t errlen);
 
+/* Figure 5 style: the same, each series as points without a line, for
+ * categories that are not an axis (arms).  Tick labels that would crowd
+ * are turned by 30 degrees. */
+int plot_categories_points(const char *dir, const char *name, const char *title, const char *xlabel,
+                           const char *ylabel, const char *const *cats, int ncat, const PlotSeries *series,
+                           int nseries, char *err, size_t errlen);
+
 /* Figure 2 style: x = doses (log scale, a tick at each dose, x label
  * "dose ε"), y on a log scale (values <= 0 and doses <= 0 are not drawn; an
  * error bar reaching 0 runs to the bottom), one line per series. */

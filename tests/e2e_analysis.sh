@@ -141,4 +141,16 @@ check 'grep -q "Gate-override probes" "$W/report/report.md" && grep -q "row_mean
 check 'grep -qi "exposure" "$W/report/report.md" && grep -q "quiet_median" "$W/report/tables/exposure.csv"' "the exposure table"
 check 'grep -q "gate_within_row_sd" "$W/report/tables/telemetry.csv"' "the telemetry table"
 check 'grep -q "^None: every run finished and was read" "$W/report/report.md"' "no problems reported"
+# the figures drawn from telemetry.json: Figure 5's points are the files' own numbers
+expect 0 "2 runs" -- "$REP" --out "$W/report-fig" "$W/study"
+tnum() { sed -nE "s/^  \"$2\": ?([^,]*),?$/\1/p" "$W/study/test/$1-s0/analysis/telemetry.json"; }
+dat_row() { # figure, arm label, telemetry value: the row has it (to the .dat's 8 digits), no phantom
+    awk -v arm="\"$2\"" -v want="$3" '$0 ~ "^" arm " " { n = split(substr($0, length(arm) + 2), f, " ")
+        ok = n == 4 && f[2] == "NaN" && f[3] == "NaN" && f[4] == "NaN" && want != "" && (f[1] - want)^2 <= (1e-7 * want)^2 }
+        END { exit !ok }' "$W/report-fig/figures/$1.dat"
+}
+check 'dat_row fig5a-sink-mass-test baseline "$(tnum baseline pos0_mass)" && dat_row fig5a-sink-mass-test "norm gate" "$(tnum normgate pos0_mass)"' \
+    "Figure 5(a) from real telemetry: each arm's pos0_mass as telemetry.json has it ($(tnum baseline pos0_mass), $(tnum normgate pos0_mass)), no phantom on these arms"
+check '[ -s "$W/report-fig/figures/fig1c-gate-spread.dat" ] && [ ! -e "$W/report-fig/figures/fig1b-phantom-mass.dat" ]' \
+    "Figure 1(c) for the gated arm; no Figure 1(b) without a phantom arm"
 finish

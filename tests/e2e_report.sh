@@ -62,6 +62,21 @@ structured q25 1.6 0.778
 EOF
 printf '{"kind": "exposure", "version": 1, "quiet_median": 0.564, "quiet_q25": 0.373}\n' >"$W/exp.json"
 mkdir -p "$S/fineweb-10M/baseline/s0/analysis" && cp "$W/exp.json" "$S/fineweb-10M/baseline/s0/analysis/exposure.json"
+# telemetry for Figures 1(b), 1(c) and 5: two seeds at 10M (mean ± SE by
+# hand: 0.30, 0.34 -> 0.32 ± 0.02), one at 124M (no bar)
+tel() { # tier arm seed "key: value, ..."
+    mkdir -p "$S/fineweb-$1/$2/s$3/analysis"
+    printf '{"kind": "telemetry", "version": 1, %s}\n' "$4" >"$S/fineweb-$1/$2/s$3/analysis/telemetry.json"
+}
+tel 10M baseline 0 '"pos0_mass": 0.40, "pos0_norm_ratio": 0.1, "value_excess_kurtosis": 3'
+tel 10M baseline 1 '"pos0_mass": 0.44, "pos0_norm_ratio": 0.3'
+tel 10M sinklogit 0 '"pos0_mass": 0.05, "phantom_mass": 0.30, "pos0_norm_ratio": 0.9'
+tel 10M sinklogit 1 '"pos0_mass": 0.07, "phantom_mass": 0.34, "pos0_norm_ratio": 1.1'
+tel 10M normgate 0 '"pos0_mass": 0.38, "gate_within_row_sd": 0.05, "gate_mean": 0.8'
+tel 10M normgate 1 '"pos0_mass": 0.36, "gate_within_row_sd": 0.07, "gate_mean": 0.8'
+tel 124M sinklogit 0 '"pos0_mass": 0.03, "phantom_mass": 0.45, "pos0_norm_ratio": 1.0'
+tel 124M combo2 0 '"pos0_mass": 0.02, "phantom_mass": 0.5, "gate_within_row_sd": 0.12'
+tel 124M normgate 0 '"gate_within_row_sd": 0.09'
 
 expect 0 "83 runs \(83 done, 0 failed, 0 unfinished, 0 unreadable\); 8 missing" -- "$REP" --out "$W/r1" --curves "$S"
 for f in report.md report.json tables/table1.csv tables/table2.csv tables/table5.csv tables/injection.csv tables/exposure.csv; do
@@ -76,7 +91,43 @@ check 'grep -qF "| 350M | baseline | 3.0338 | – | – | – | – | 3.0338 |" 
 check 'grep -qE "^vs_reference,combo,sinklogit,50M,5,5,-0.0030" $W/r1/tables/table1.csv' "CSV: combo vs sink logit at 50M pairs 5 seeds"
 check 'grep -qF "| fineweb 10M | structured (q25) | baseline | +0.032 | +0.138 | +0.771 | +2.695 |" $W/r1/report.md' "injection table from analysis files"
 check 'grep -qF "| fineweb 10M | baseline | 0.5640 | 0.3730 |" $W/r1/report.md' "exposure table"
+dat_is() { # figure, then its .dat after the header on stdin
+    cmp -s <(grep -v '^#' "$W/r1/figures/$1.dat") -
+}
+check 'dat_is fig1b-phantom-mass <<EOF
+"fineweb 10M" 0.32 0.02 NaN NaN
+"124M" 0.45 NaN 0.5 NaN
+EOF' "Figure 1(b): the phantom's mass per tier, a series per phantom arm, mean ± SE over seeds as computed by hand"
+check 'dat_is fig1c-gate-spread <<EOF
+"fineweb 10M" 0.06 0.01 NaN NaN
+"124M" 0.09 NaN 0.12 NaN
+EOF' "Figure 1(c): the gate's within-row SD per tier, a series per gated arm"
+check 'dat_is fig5a-sink-mass-fineweb_10M <<EOF
+"baseline" 0.42 0.02 NaN NaN
+"sink logit" 0.06 0.01 0.32 0.02
+"norm gate" 0.37 0.01 NaN NaN
+EOF' "Figure 5(a) at 10M: mass on the first key position and on the phantom, per arm"
+check 'dat_is fig5b-pos0-norm-fineweb_10M <<EOF
+"baseline" 0.2 0.1
+"sink logit" 1 0.1
+"norm gate" NaN NaN
+EOF' "Figure 5(b) at 10M: the position-0 read norm ratio, per arm (a gap where an arm has none)"
+check 'grep -q "with points ls 1 title .first key position." $W/r1/figures/fig5a-sink-mass-fineweb_10M.gp &&
+       ! grep -q linespoints $W/r1/figures/fig5a-sink-mass-fineweb_10M.gp' "Figure 5 draws the arms as points, not joined by lines"
+check 'dat_is fig5a-sink-mass-124M <<EOF
+"sink logit" 0.03 NaN 0.45 NaN
+"combo2" 0.02 NaN 0.5 NaN
+EOF
+dat_is fig5b-pos0-norm-124M <<EOF
+"sink logit" 1 NaN
+"combo2" NaN NaN
+EOF' "Figure 5 at 124M: single seeds without bars; an arm with none of its measurements (norm gate) left out"
+check '! ls $W/r1/figures | grep -q "fig5.-.*350M"' "no Figure 5 for a tier without telemetry"
 if [ $have_gnuplot -eq 1 ]; then
+    for f in fig1b-phantom-mass fig1c-gate-spread fig5a-sink-mass-fineweb_10M fig5b-pos0-norm-fineweb_10M; do
+        check "[ -s $W/r1/figures/$f.png ] && [ -s $W/r1/figures/$f.svg ]" "figure $f as PNG and SVG"
+    done
+    check 'grep -q "!\[Figure 1(b)" $W/r1/report.md && grep -q "!\[Figure 1(c)" $W/r1/report.md && grep -q "!\[Figure 5(a).*fineweb 10M" $W/r1/report.md && grep -q "!\[Figure 5(b).*fineweb 10M" $W/r1/report.md' "report.md shows Figures 1(b), 1(c), 5(a) and 5(b)"
     for f in fig1a-increments fig2-dose-fineweb_10M-structured__q25_ fig2-dose-fineweb_10M-gaussian__median_ curves/fineweb_10M-combo2-s0; do
         check "[ -s $W/r1/figures/$f.png ] && [ -s $W/r1/figures/$f.svg ] && head -c 8 $W/r1/figures/$f.png | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'" "figure $f as PNG and SVG"
     done

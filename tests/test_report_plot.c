@@ -176,6 +176,56 @@ static void test_categories(void) {
     }
 }
 
+/* ---- Figure 5: arms as points ---------------------------------------------- */
+
+static void test_points(void) {
+    const char *arms[] = {"baseline", "sink logit", "norm gate"};
+    const PlotValue pos0[] = {{0.42, 0.02, 1}, {0.06, 0.01, 1}, {0.37, -1, 1}};
+    const PlotValue ph[] = {{0, 0, 0}, {0.32, 0.02, 1}, {0, 0, 0}};
+    const PlotSeries s[] = {{"first key position", pos0}, {"phantom", ph}};
+    int rc = plot_categories_points(P("figs"), "fig5a", "sinks", "arm", "mass", arms, 3, s, 2, err, sizeof err);
+    CHECK(rc == (have_gnuplot ? 0 : 1), "plot_categories_points: %d: %s", rc, err);
+    CHECK(file_is(P("figs/fig5a.dat"), "# sinks\n"
+                                        "# columns: 1 arm; 2 y, 3 se: first key position; 4 y, 5 se: phantom\n"
+                                        "# NaN: no value (a gap in the line); se NaN: no error bar (a single seed)\n"
+                                        "\"baseline\" 0.42 0.02 NaN NaN\n"
+                                        "\"sink logit\" 0.06 0.01 0.32 0.02\n"
+                                        "\"norm gate\" 0.37 NaN NaN NaN\n"),
+          "fig5a.dat as computed by hand");
+    const char *gp[] = {"set xlabel 'arm' noenhanced\n",
+                        /* 0 to 0.44, padded by 8% */
+                        "set yrange [-0.0352:0.4752]\n",
+                        "     '' using ($0-0.04):2 with points ls 1 title 'first key position', \\\n"
+                        "     '' using ($0+0.04):4 with points ls 2 title 'phantom'\n",
+                        NULL};
+    check_gp(P("figs/fig5a.gp"), gp);
+    char *g = slurp(P("figs/fig5a.gp"));
+    CHECK(!has(g, "linespoints") && !has(g, "rotate"), "fig5a.gp: no lines, and 3 short labels stay level");
+    free(g);
+    if (have_gnuplot) {
+        check_png(P("figs/fig5a.png"));
+        const char *svg[] = {"sink logit", "phantom", "first key position", NULL};
+        check_svg(P("figs/fig5a.svg"), svg);
+    }
+
+    /* the nine arms' labels, 88 characters with their gaps: turned */
+    const char *nine[] = {"baseline", "off-by-one", "sink logit", "sink token", "norm gate",
+                          "routing-slot control", "projection gate", "combo", "combo2"};
+    PlotValue v[9];
+    for (int i = 0; i < 9; i++) v[i] = (PlotValue){0.1 * i, 0.01, 1};
+    const PlotSeries s9[] = {{"mass", v}};
+    rc = plot_categories_points(P("figs"), "fig5n", "nine", "arm", "mass", nine, 9, s9, 1, err, sizeof err);
+    CHECK(rc == (have_gnuplot ? 0 : 1), "plot_categories_points, nine arms: %d: %s", rc, err);
+    const char *gp9[] = {"set xtics rotate by 30 right\n", "set xrange [-0.5:8.5]\n",
+                         "     '' using 0:2 with points ls 1 title 'mass'\n", NULL};
+    check_gp(P("figs/fig5n.gp"), gp9);
+    if (have_gnuplot) {
+        check_png(P("figs/fig5n.png"));
+        const char *svg[] = {"routing-slot control", "combo2", NULL};
+        check_svg(P("figs/fig5n.svg"), svg);
+    }
+}
+
 /* ---- Figure 2 ------------------------------------------------------------ */
 
 static void test_dose(void) {
@@ -352,6 +402,7 @@ int main(void) {
         fprintf(stderr, "test_report_plot: gnuplot not found; images not checked "
                         "(tools/install-deps.sh installs gnuplot-nox)\n");
     test_categories();
+    test_points();
     test_dose();
     test_curve();
     test_errors();
