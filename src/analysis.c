@@ -74,18 +74,6 @@ void analysis_usage(void) {
            "  --quiet             no progress lines\n");
 }
 
-static int parse_long(const char *flag, const char *v, long lo, long hi, long *out, char *err, size_t errlen) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        snprintf(err, errlen, "%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 static int parse_dose(const char *flag, const char *v, double *out, char *err, size_t errlen) {
     char *end;
     errno = 0;
@@ -129,16 +117,16 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
                 return -1;
             o->what_explicit = strcmp(v, "all") != 0;
         } else if (!strcmp(flag, "--batches")) {
-            if (parse_long(flag, v, 1, 100000, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 1, 100000, &x, err, errlen)) return -1;
             o->batches = (int)x;
         } else if (!strcmp(flag, "--batch-size")) {
-            if (parse_long(flag, v, 1, 4096, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 1, 4096, &x, err, errlen)) return -1;
             o->batch_size = (int)x;
         } else if (!strcmp(flag, "--seq-len")) {
-            if (parse_long(flag, v, 2, 1 << 20, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 2, 1 << 20, &x, err, errlen)) return -1;
             o->seq_len = (int)x;
         } else if (!strcmp(flag, "--seed")) {
-            if (parse_long(flag, v, 0, 0x7fffffffffffffffL, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 0, 0x7fffffffffffffffL, &x, err, errlen)) return -1;
             o->seed = (uint64_t)x;
         } else if (!strcmp(flag, "--junk")) {
             if (cli_name_mask(flag, v, junk_from_name, JUNK_KINDS,
@@ -183,13 +171,13 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
                 return -1;
             }
         } else if (!strcmp(flag, "--top-tokens")) {
-            if (parse_long(flag, v, 0, 10000, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 0, 10000, &x, err, errlen)) return -1;
             o->top_tokens = (int)x;
         } else if (!strcmp(flag, "--min-count")) {
-            if (parse_long(flag, v, 1, 1L << 40, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 1, 1L << 40, &x, err, errlen)) return -1;
             o->min_count = x;
         } else if (!strcmp(flag, "--threads")) {
-            if (parse_long(flag, v, 1, 4096, &x, err, errlen)) return -1;
+            if (cli_long(flag, v, 1, 4096, &x, err, errlen)) return -1;
             o->threads = (int)x;
         } else if (!strcmp(flag, "--data")) o->data = v;
         else if (!strcmp(flag, "--out")) o->out = v;
@@ -286,6 +274,16 @@ static int plan(AnRun *r, char *err, size_t errlen) {
     return 0;
 }
 
+void analysis_default_out(const char *src, char *dir, size_t n) {
+    struct stat st;
+    if (stat(src, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, n, "%s/analysis", src);
+    else {
+        const char *slash = strrchr(src, '/');
+        if (slash) snprintf(dir, n, "%.*s/analysis", (int)(slash - src), src);
+        else snprintf(dir, n, "analysis");
+    }
+}
+
 static int setup(AnRun *r, char *err, size_t errlen) {
     const AnalysisOpts *o = r->o;
     long step;
@@ -306,15 +304,7 @@ static int setup(AnRun *r, char *err, size_t errlen) {
     r->data_ok = 1;
     snprintf(r->data_dir, sizeof r->data_dir, "%s", data);
     if (o->out) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out);
-    else {
-        struct stat st;
-        if (stat(o->src, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(r->out_dir, sizeof r->out_dir, "%s/analysis", o->src);
-        else {
-            const char *slash = strrchr(o->src, '/');
-            if (slash) snprintf(r->out_dir, sizeof r->out_dir, "%.*s/analysis", (int)(slash - o->src), o->src);
-            else snprintf(r->out_dir, sizeof r->out_dir, "analysis");
-        }
-    }
+    else analysis_default_out(o->src, r->out_dir, sizeof r->out_dir);
     if (plan(r, err, errlen)) return -1;
     if (fs_mkdir_p(r->out_dir, err, errlen)) return -1;
     if ((r->what & AN_DO_TELEMETRY) && m->arm->filter != FILTER_NONE && o->top_tokens > 0 &&

@@ -53,5 +53,8 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
 /* Runs everything asked; 0 ok, 2 bad input (err says what), 1 failure. */
 int analysis_run(const AnalysisOpts *o, char *err, size_t errlen);
 void analysis_usage(void);
+/* Where a run's analysis files go: RUN_DIR/analysis for a run directory,
+ * the checkpoint file's directory's analysis/ for a checkpoint. */
+void analysis_default_out(const char *src, char *dir, size_t n);
 
 #endif

@@ -1,7 +1,21 @@
 #include "cli_parse.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+int cli_long(const char *flag, const char *v, long lo, long hi, long *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        snprintf(err, errlen, "%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
 
 int cli_name_mask(const char *flag, const char *v, int (*from)(const char *), int n, const char *known, int *mask,
                   char *err, size_t errlen) {

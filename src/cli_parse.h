@@ -17,4 +17,7 @@ int cli_name_mask(const char *flag, const char *v, int (*from)(const char *), in
 int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, const char **value, char *err,
                    size_t errlen);
 
+/* An integer in [lo, hi], or a message naming FLAG.  0, or -1 with err. */
+int cli_long(const char *flag, const char *v, long lo, long hi, long *out, char *err, size_t errlen);
+
 #endif

@@ -16,6 +16,7 @@
 #include "sampler.h"
 #include "shard.h"
 #include "toy_cli.h"
+#include "zeroshot.h"
 #include "train.h"
 
 #define SG_VERSION "0.1.0"
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
             "  sgtrain analyze RUN_DIR|CHECKPOINT [flags]\n"
             "                                     injection battery, gate-override probes, exposure and\n"
             "                                     telemetry -> RUN_DIR/analysis/*.json (--help: the flags)\n"
+            "  sgtrain zeroshot RUN_DIR|CHECKPOINT --task lambada|hellaswag|wikitext --file FILE [flags]\n"
+            "                                     zero-shot evaluation (Tables 10-11) -> RUN_DIR/analysis/TASK.json\n"
             "  sgtrain grads [the train flags] -o FILE.safetensors\n"
             "                                     the gradients of step 0's first micro-batch and its loss\n"
             "                                     (compares backends: tests/gpu/run.sh)\n"
@@ -245,6 +248,23 @@ static int cmd_export(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_zeroshot(int argc, char **argv) {
+    if (want_help(argc, argv)) {
+        zs_usage();
+        return 0;
+    }
+    ZsOpts o;
+    zs_defaults(&o);
+    char err[2560];
+    if (zs_parse_args(&o, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "sgtrain zeroshot: %s\n", err);
+        return 2;
+    }
+    int rc = zs_run(&o, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain zeroshot: %s\n", err);
+    return rc;
+}
+
 static int cmd_analyze(int argc, char **argv) {
     if (want_help(argc, argv)) {
         analysis_usage();
@@ -293,6 +313,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(sub_argc, sub_argv);
+    if (!strcmp(cmd, "zeroshot")) return cmd_zeroshot(sub_argc, sub_argv);
     if (!strcmp(cmd, "toy")) {
         if (want_help(sub_argc, sub_argv)) {
             toy_usage();

@@ -14,6 +14,8 @@
  *           both, overlap = sink + gate - both, filter = paired(both arm vs sink arm)
  *   table5  every run's final loss per seed and the mean
  *   injection, probes, exposure, telemetry   from analysis files, when present
+ *   zeroshot, lambada_distance   Tables 10 and 11 from the zero-shot files
+ *           (docs/zeroshot.md), when present: mean ± SD over seeds, not SE
  * Arms play their roles by capability (src/arms.h), never by name: the
  * baseline has no zero option and no filter, the reference has the learned
  * sink logit and no filter, a form's gate arm has its filter in the value

@@ -16,6 +16,12 @@
 #include "fsutil.h"
 
 const char *const analysis_names[AN_KINDS] = {"injection", "probes", "exposure", "telemetry"};
+const ZeroShotField zeroshot_fields[ZS_VALUES] = {
+    {ZS_LAMBADA, "accuracy", 1},           {ZS_LAMBADA, "perplexity", 0},
+    {ZS_HELLASWAG, "accuracy", 1},         {ZS_HELLASWAG, "accuracy_norm", 1},
+    {ZS_WIKITEXT, "token_perplexity", 0}, {ZS_WIKITEXT, "word_perplexity", 0},
+};
+const char *const zeroshot_buckets[ZS_BUCKETS] = {"absent", "<=32", "33-96", ">96"};
 
 static char *join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -182,14 +188,104 @@ static void read_analysis(RunRec *r) {
             continue;
         }
         json_object *o = json_object_from_file(p), *v;
+        /* a "kind" that is null or not a string has no string to compare */
         if (!o || !json_object_is_type(o, json_type_object) ||
-            !json_object_object_get_ex(o, "kind", &v) ||
+            !json_object_object_get_ex(o, "kind", &v) || !json_object_is_type(v, json_type_string) ||
             strcmp(json_object_get_string(v), analysis_names[k])) {
             snprintf(r->analysis_err[k], sizeof r->analysis_err[k], "%s: %s", p,
                      o ? "not an analysis file of this kind (\"kind\" differs)" : "not readable JSON");
             if (o) json_object_put(o);
         } else
             r->analysis[k] = o;
+        free(p);
+    }
+}
+
+/* o[key] as a finite number, else NaN (absent, null, not a number) */
+static double json_finite(json_object *o, const char *key) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) ||
+        !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+        return NAN;
+    const double x = json_object_get_double(v);
+    return isfinite(x) ? x : NAN;
+}
+
+/* lambada.json's by_distance: each of the four buckets once, in any order,
+ * with its count and (unless empty) its accuracy.  "" or what is wrong. */
+static void read_buckets(RunRec *r, json_object *o, char *why, size_t n) {
+    json_object *b;
+    if (!json_object_object_get_ex(o, "by_distance", &b) || !json_object_is_type(b, json_type_array) ||
+        json_object_array_length(b) != ZS_BUCKETS) {
+        snprintf(why, n, "\"by_distance\" is not a list of the %d buckets absent, <=32, 33-96, >96", ZS_BUCKETS);
+        return;
+    }
+    unsigned seen = 0;
+    for (size_t i = 0; i < ZS_BUCKETS; i++) {
+        json_object *e = json_object_array_get_idx(b, i), *v;
+        const char *name = json_object_is_type(e, json_type_object) && json_object_object_get_ex(e, "bucket", &v) &&
+                                   json_object_is_type(v, json_type_string)
+                               ? json_object_get_string(v)
+                               : NULL;
+        int k = 0;
+        while (k < ZS_BUCKETS && (!name || strcmp(name, zeroshot_buckets[k]))) k++;
+        if (k == ZS_BUCKETS || seen & 1u << k) {
+            snprintf(why, n, "by_distance[%zu]: \"bucket\" is not one of absent, <=32, 33-96, >96 (each once)", i);
+            return;
+        }
+        seen |= 1u << k;
+        if (!json_object_object_get_ex(e, "n", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) < 0) {
+            snprintf(why, n, "by_distance[%zu] (%s): \"n\" is not a count", i, zeroshot_buckets[k]);
+            return;
+        }
+        r->zs_bucket_n[k] = (long)json_object_get_int64(v);
+        const double acc = json_finite(e, "accuracy");
+        if (r->zs_bucket_n[k] > 0 && !(acc >= 0 && acc <= 1)) {
+            snprintf(why, n, "by_distance[%zu] (%s): \"accuracy\" is missing or not a number in [0, 1]", i,
+                     zeroshot_buckets[k]);
+            return;
+        }
+        r->zs_bucket_acc[k] = r->zs_bucket_n[k] > 0 ? acc : NAN;
+    }
+}
+
+/* Only the numbers are kept; a file that lacks one is not used at all, so
+ * that a run's cells of a table all come from the same evaluation. */
+static void read_zeroshot(RunRec *r) {
+    for (int k = 0; k < ZS_TASKS; k++) {
+        char name[64], why[200] = "";
+        snprintf(name, sizeof name, "analysis/%s.json", zs_task_name(k));
+        char *p = join(r->dir, name);
+        if (!p || !fs_exists(p)) {
+            free(p);
+            continue;
+        }
+        json_object *o = json_object_from_file(p), *v;
+        if (!o) snprintf(why, sizeof why, "not readable JSON");
+        else if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "kind", &v) ||
+                 !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), zs_task_name(k)))
+            snprintf(why, sizeof why, "not a zero-shot file of this kind (\"kind\" differs)");
+        for (int f = 0; f < ZS_VALUES && o && !why[0]; f++) {
+            const ZeroShotField *zf = &zeroshot_fields[f];
+            if (zf->task != k) continue;
+            const double x = json_finite(o, zf->key);
+            if (zf->share ? !(x >= 0 && x <= 1) : !(x > 0))
+                snprintf(why, sizeof why, "\"%s\" is missing or not a number %s", zf->key,
+                         zf->share ? "in [0, 1]" : "above 0");
+            r->zs[f] = x;
+        }
+        if (o && !why[0] && k == ZS_LAMBADA) read_buckets(r, o, why, sizeof why);
+        const char *size_key = k == ZS_WIKITEXT ? "tokens" : "examples";
+        if (o && !why[0]) {
+            if (!json_object_object_get_ex(o, size_key, &v) || !json_object_is_type(v, json_type_int) ||
+                json_object_get_int64(v) < 1)
+                snprintf(why, sizeof why, "\"%s\" is missing or not a positive count", size_key);
+            else r->zs_size[k] = (long)json_object_get_int64(v);
+        }
+        if (why[0]) snprintf(r->zs_err[k], sizeof r->zs_err[k], "%s: %s", p, why);
+        else r->zs_has[k] = 1;
+        if (o) json_object_put(o);
         free(p);
     }
 }
@@ -218,7 +314,12 @@ static void load_run(RunRec *r) {
                      r->step, r->iters);
         }
     }
-    if (r->status != RUN_CORRUPT) read_analysis(r);
+    /* one look for the directory instead of seven for its files: most runs
+     * of a large sweep are never analysed */
+    if (r->status != RUN_CORRUPT && has_file(r->dir, "analysis")) {
+        read_analysis(r);
+        read_zeroshot(r);
+    }
 }
 
 static int is_run_dir(const char *d) {

@@ -13,16 +13,36 @@
  *   corrupt     a file above that cannot be read or lacks a field; the
  *               message names the file and what is wrong
  * Analysis outputs (RUN/analysis/{injection,probes,exposure,telemetry}.json)
- * are attached when present; a malformed one is reported, not fatal. */
+ * are attached when present, and so are the numbers of the zero-shot
+ * evaluations (RUN/analysis/{lambada,hellaswag,wikitext}.json,
+ * docs/zeroshot.md); a malformed file is reported, not fatal. */
 #ifndef SG_RUNS_H
 #define SG_RUNS_H
 
 #include <stddef.h>
 
+#include "zeroshot.h"
+
 typedef enum { RUN_DONE, RUN_FAILED, RUN_UNFINISHED, RUN_CORRUPT } RunStatus;
 
 enum { AN_INJECTION, AN_PROBES, AN_EXPOSURE, AN_TELEMETRY, AN_KINDS };
 extern const char *const analysis_names[AN_KINDS];
+
+/* Zero-shot evaluations (the files: zeroshot.h's tasks, named by
+ * zs_task_name), and the numbers Table 10 takes from them. */
+enum {
+    ZS_LAMBADA_ACC, ZS_LAMBADA_PPL, ZS_HELLASWAG_ACC, ZS_HELLASWAG_ACC_NORM,
+    ZS_WIKITEXT_TOKEN_PPL, ZS_WIKITEXT_WORD_PPL, ZS_VALUES
+};
+typedef struct {
+    int task;        /* the file holding it */
+    const char *key; /* its top-level field */
+    int share;       /* an accuracy, in [0, 1]; else a perplexity, above 0 */
+} ZeroShotField;
+extern const ZeroShotField zeroshot_fields[ZS_VALUES];
+/* LAMBADA's distance buckets (Table 11), as lambada.json names them */
+enum { ZS_BUCKETS = 4 };
+extern const char *const zeroshot_buckets[ZS_BUCKETS];
 
 typedef struct {
     char *dir;
@@ -40,6 +60,14 @@ typedef struct {
     int group;            /* index into RunSet.groups, -1 when unknown */
     void *analysis[AN_KINDS]; /* json_object *, NULL when absent */
     char analysis_err[AN_KINDS][256]; /* a malformed analysis file, "" when fine */
+    /* Zero-shot results, only the numbers the tables use: the files' per-example
+     * results run to megabytes a run, too much to hold for a whole sweep. */
+    unsigned char zs_has[ZS_TASKS];   /* the file is there and well formed */
+    double zs[ZS_VALUES];             /* valid where zs_has[its task] */
+    long zs_size[ZS_TASKS];           /* what was evaluated: examples, or WikiText-2's tokens */
+    long zs_bucket_n[ZS_BUCKETS];     /* passages per bucket (lambada.json) */
+    double zs_bucket_acc[ZS_BUCKETS]; /* NaN where the bucket is empty */
+    char zs_err[ZS_TASKS][256];       /* a malformed zero-shot file, "" when fine */
 } RunRec;
 
 typedef struct {

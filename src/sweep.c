@@ -326,7 +326,8 @@ static int parse_group(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepGrou
 
 /* ---- analyses: sgtrain analyze on finished runs ---------------------------------------- */
 
-const char *const sweep_analysis_kinds[AN_K_COUNT] = {"injection", "probes", "exposure", "telemetry"};
+const char *const sweep_analysis_kinds[AN_K_COUNT] = {"injection", "probes",  "exposure",  "telemetry",
+                                                       "lambada",   "hellaswag", "wikitext"};
 static const char *const junk_kinds[] = {"structured", "same_context", "gaussian", "random_direction", "own_direction"};
 enum { JK_STRUCTURED = 0, JK_OWN_DIRECTION = 4, JK_COUNT = 5 };
 static const char *const cutoff_kinds[] = {"median", "q25"};
@@ -463,7 +464,7 @@ static int parse_an_flags(P *p, yaml_node_t *n, const SweepGroup *g, AnFlags *f)
         int nw;
         switch (id) {
         case F_WHAT:
-            if (get_names(p, v, "what", sweep_analysis_kinds, AN_K_COUNT, &mask, &all, val, cap)) return -1;
+            if (get_names(p, v, "what", sweep_analysis_kinds, AN_K_ANALYZE, &mask, &all, val, cap)) return -1;
             f->what = all ? 0 : mask;
             if (all) val[0] = 0; /* sgtrain's default: every analysis the arm has */
             break;
@@ -529,7 +530,7 @@ static int parse_an_flags(P *p, yaml_node_t *n, const SweepGroup *g, AnFlags *f)
 /* The files an entry's analysis of ARM writes. */
 static int entry_kinds(const SweepAnalysis *e, int arm) {
     if (e->what) return e->what;
-    int k = (1 << AN_K_COUNT) - 1;
+    int k = (1 << AN_K_ANALYZE) - 1;
     if (arm_at(arm)->filter == FILTER_NONE) k &= ~(1 << AN_K_PROBES);
     return k;
 }
@@ -570,19 +571,78 @@ static int res_copy(Resources *dst, const Resources *src) {
     return 0;
 }
 
+/* An entry's zeroshot: mapping (docs/zeroshot.md): the task and its file,
+ * checked as sgtrain zeroshot checks its flags; the file itself is read
+ * when the task runs, as a group's data is. */
+static int parse_zeroshot(P *p, yaml_node_t *n, const SweepGroup *g, SweepAnalysis *e) {
+    if (want_type(p, n, YAML_MAPPING_NODE, "zeroshot")) return -1;
+    static const char *const keys[] = {"task", "file", "vocab", "batch_size", "stride", "limit", "threads"};
+    enum { Z_TASK, Z_FILE, Z_VOCAB, Z_BATCH_SIZE, Z_STRIDE, Z_LIMIT, Z_THREADS, Z_COUNT };
+    yaml_node_t *at[Z_COUNT] = {0};
+    char val[Z_COUNT][SW_PATH] = {{0}};
+    FOR_PAIRS(p, n, k, v) {
+        char key[64];
+        if (get_str(p, k, "a zeroshot key", key, sizeof key)) return -1;
+        for (char *q = key; *q; q++) *q = *q == '-' ? '_' : *q;
+        int id = name_index(keys, Z_COUNT, key);
+        if (id < 0) return unknown_key(p, k, "zeroshot", "task, file, vocab, batch_size, stride, limit, threads");
+        if (at[id]) return fail_at(p, k, "zeroshot: %s is given twice", key);
+        at[id] = v;
+        long x;
+        static const long lo[Z_COUNT] = {[Z_BATCH_SIZE] = 1, [Z_STRIDE] = 1, [Z_LIMIT] = 1, [Z_THREADS] = 1};
+        static const long hi[Z_COUNT] = {[Z_BATCH_SIZE] = 4096, [Z_STRIDE] = 1L << 20, [Z_LIMIT] = 1L << 40,
+                                         [Z_THREADS] = 4096};
+        if (id <= Z_VOCAB) {
+            if (get_str(p, v, key, val[id], sizeof val[id])) return -1;
+            if (!val[id][0]) return fail_at(p, v, "zeroshot: %s is empty", key);
+        } else {
+            if (get_int(p, v, key, lo[id], hi[id], &x)) return -1;
+            snprintf(val[id], sizeof val[id], "%ld", x);
+        }
+    }
+    if (!at[Z_TASK]) return fail_at(p, n, "analysis %s: zeroshot needs a task (lambada, hellaswag or wikitext)", e->name);
+    if (!at[Z_FILE]) return fail_at(p, n, "analysis %s: zeroshot needs the task's file", e->name);
+    const int task = name_index(sweep_analysis_kinds + AN_K_ANALYZE, AN_K_COUNT - AN_K_ANALYZE, val[Z_TASK]);
+    if (task < 0)
+        return fail_at(p, at[Z_TASK], "zeroshot: unknown task \"%s\" (known: lambada, hellaswag, wikitext)",
+                       val[Z_TASK]);
+    const int wikitext = AN_K_ANALYZE + task == AN_K_WIKITEXT;
+    if (at[Z_STRIDE] && !wikitext) return fail_at(p, at[Z_STRIDE], "zeroshot: stride is for the wikitext task only");
+    if (at[Z_LIMIT] && wikitext)
+        return fail_at(p, at[Z_LIMIT], "zeroshot: limit is for lambada and hellaswag (wikitext is one text)");
+    if (at[Z_STRIDE] && strtol(val[Z_STRIDE], NULL, 10) > g->block_size)
+        return fail_at(p, at[Z_STRIDE], "zeroshot: stride %s exceeds the context of group %s (%s: %d tokens)",
+                       val[Z_STRIDE], g->name, g->tier, g->block_size);
+    if (!at[Z_THREADS] && g->threads > 0) snprintf(val[Z_THREADS], sizeof val[Z_THREADS], "%d", g->threads);
+    e->zeroshot = 1;
+    e->what = 1 << (AN_K_ANALYZE + task);
+    for (int id = 0; id < Z_COUNT; id++) {
+        if (!val[id][0]) continue;
+        SweepFlag *fl = &e->flags[e->n_flags++];
+        snprintf(fl->flag, sizeof fl->flag, "%s", keys[id]);
+        for (char *q = fl->flag; *q; q++) *q = *q == '_' ? '-' : *q;
+        memcpy(fl->value, val[id], sizeof fl->value);
+    }
+    return 0;
+}
+
 static int parse_analysis(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepAnalysis *e) {
     if (get_name(p, k, "an analysis name", e->name, sizeof e->name)) return -1;
     if (want_type(p, n, YAML_MAPPING_NODE, "an analysis")) return -1;
-    yaml_node_t *group = NULL, *arms = NULL, *seeds = NULL, *flags = NULL, *res = NULL, *thr = NULL;
+    yaml_node_t *group = NULL, *arms = NULL, *seeds = NULL, *flags = NULL, *zs = NULL, *res = NULL, *thr = NULL;
     FOR_PAIRS(p, n, kk, v) {
         if (key_is(kk, "group")) group = v;
         else if (key_is(kk, "arms")) arms = v;
         else if (key_is(kk, "seeds")) seeds = v;
         else if (key_is(kk, "flags")) flags = v;
+        else if (key_is(kk, "zeroshot")) zs = v;
         else if (key_is(kk, "resources")) res = v;
         else if (key_is(kk, "throttle")) thr = v;
-        else return unknown_key(p, kk, "an analysis", "group, arms, seeds, flags, resources, throttle");
+        else return unknown_key(p, kk, "an analysis", "group, arms, seeds, flags, zeroshot, resources, throttle");
     }
+    if (flags && zs)
+        return fail_at(p, zs, "analysis %s: flags are sgtrain analyze's and zeroshot is sgtrain zeroshot's: an entry "
+                              "runs one of them", e->name);
     /* the group: named, or the entry's own name */
     char gname[SW_NAME];
     if (group) {
@@ -660,6 +720,10 @@ static int parse_analysis(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepA
                                seeds ? "" : "; an analysis takes seed 0 unless seeds: says otherwise");
             }
     }
+    if (zs) {
+        if (parse_zeroshot(p, zs, g, e)) return -1;
+        goto resources;
+    }
     /* flags, then what each selected arm can do with them (sgtrain's own checks) */
     AnFlags f;
     memset(&f, 0, sizeof f);
@@ -704,7 +768,7 @@ static int parse_analysis(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepA
         for (char *q = fl->flag; *q; q++) *q = *q == '_' ? '-' : *q;
         snprintf(fl->value, sizeof fl->value, "%s", f.value[id]);
     }
-    /* resources: one process on one node */
+resources: /* one process on one node */
     if (res) {
         if (parse_resources(p, res, &e->res)) return -1;
         if (e->res.nodes > 1 || e->res.gpus_per_node > 1)
@@ -1061,7 +1125,7 @@ char **sweep_analyze_argv(const Sweep *s, const SweepTask *run, const SweepAnTas
     char **v = NULL;
     int n = 0, bad = 0;
     bad |= push(&v, &n, "%s", s->sgtrain);
-    bad |= push(&v, &n, "analyze");
+    bad |= push(&v, &n, e->zeroshot ? "zeroshot" : "analyze");
     bad |= push(&v, &n, "%s", run->dir);
     for (int i = 0; i < e->n_flags; i++)
         bad |= push(&v, &n, "--%s", e->flags[i].flag), bad |= push(&v, &n, "%s", e->flags[i].value);

@@ -62,24 +62,29 @@ typedef struct {
     int block_size, threads;     /* of the resolved config: analyses' seq_len bound and default threads */
 } SweepGroup;
 
-/* The files an analysis writes, RUN/analysis/NAME.json: bits 1 << AN_K_*. */
-enum { AN_K_INJECTION, AN_K_PROBES, AN_K_EXPOSURE, AN_K_TELEMETRY, AN_K_COUNT };
-extern const char *const sweep_analysis_kinds[AN_K_COUNT]; /* "injection", "probes", ... */
+/* The files an analysis writes, RUN/analysis/NAME.json: bits 1 << AN_K_*.
+ * sgtrain analyze writes the first AN_K_ANALYZE, sgtrain zeroshot one of
+ * the others (its --task). */
+enum { AN_K_INJECTION, AN_K_PROBES, AN_K_EXPOSURE, AN_K_TELEMETRY, AN_K_ANALYZE,
+       AN_K_LAMBADA = AN_K_ANALYZE, AN_K_HELLASWAG, AN_K_WIKITEXT, AN_K_COUNT };
+extern const char *const sweep_analysis_kinds[AN_K_COUNT]; /* "injection", "probes", ..., "lambada", ... */
 
 typedef struct {
-    char flag[16];   /* an sgtrain analyze flag without its "--", e.g. "batch-size" */
-    char value[512]; /* its value as sgtrain analyze takes it, e.g. "0.2,0.4" */
+    char flag[16];       /* an sgtrain analyze or zeroshot flag without its "--", e.g. "batch-size" */
+    char value[SW_PATH]; /* its value as sgtrain takes it, e.g. "0.2,0.4" */
 } SweepFlag;
 
-/* An analyses entry: sgtrain analyze on some runs of one group. */
+/* An analyses entry: sgtrain analyze, or sgtrain zeroshot, on some runs of
+ * one group. */
 typedef struct {
     char name[SW_NAME];
+    int zeroshot;                /* the command is sgtrain zeroshot (flags: --task, --file...) */
     int group;                   /* index into groups */
     int arms[16], n_arms;        /* arm table indices, file order */
     long *seeds;                 /* the selected seeds (every selected arm has each) */
     int n_seeds, all_seeds;      /* all_seeds: every seed of each arm */
     int what;                    /* bits 1 << AN_K_*; 0: everything the arm has (sgtrain's default) */
-    SweepFlag flags[16];         /* in sgtrain analyze --help's order */
+    SweepFlag flags[16];         /* in the command's --help order */
     int n_flags;
     Resources res;
     int throttle;

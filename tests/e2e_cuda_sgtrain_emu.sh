@@ -502,6 +502,39 @@ PY
 out=$(python3 tests/gpu/compare_analysis.py "$W/an-cpu" "$W/an-nan" 2>&1); rc=$?
 check '[ $rc -eq 1 ]' "compare_analysis.py fails a NaN in $(basename "$f") (exit $rc): $out"
 
+# zero-shot evaluation (docs/zeroshot.md) of a CPU-trained model with GPT-2's
+# vocabulary on both builds: the classifier's per-token losses (HellaSwag,
+# WikiText-2) and the whole logits (LAMBADA) come back from the device
+# (tests/gpu/compare_zeroshot.py: the NLLs within 2%, the counts equal)
+V=$ROOT/data/vocab/gpt2.tiktoken ZF=$ROOT/tests/zeroshot
+"$B/sgsynth" --out "$W/d50k" --vocab 50257 --val-tokens 4000 --train-tokens 20000 >/dev/null
+"$B/sgtrain" train --tier test --arm combo2 --seed 1 --vocab_size 50257 --iters 3 --data "$W/d50k" --out "$W/zs" >/dev/null 2>&1
+zs_ok=1
+for t in lambada:lambada.jsonl hellaswag:hellaswag.jsonl wikitext:wikitext.raw; do
+    "$B/sgtrain" zeroshot "$W/zs" --task ${t%%:*} --file "$ZF/${t#*:}" --vocab "$V" --out "$W/zs-cpu" --quiet || zs_ok=0
+    timeout 300 "$EMU" zeroshot "$W/zs" --task ${t%%:*} --file "$ZF/${t#*:}" --vocab "$V" --out "$W/zs-emu" --quiet \
+        >>"$W/zs.log" 2>&1 || zs_ok=0
+done
+out=$(python3 tests/gpu/compare_zeroshot.py "$W/zs-cpu" "$W/zs-emu" 2>&1)
+check '[ $zs_ok = 1 ] && grep -q "zeroshot within tolerance" <<<"$out"' \
+    "sgtrain zeroshot on the emulated GPU against the CPU: $out"$'\n'"$(tail -n 3 "$W/zs.log" 2>/dev/null)"
+echo "zeroshot: $out"
+# and the comparison fails an NLL 5% off, a NaN, and a count that differs
+rm -rf "$W/zs-bad" && cp -r "$W/zs-emu" "$W/zs-bad"
+python3 - "$W/zs-bad" <<'PY'
+import json, sys
+for task, edit in (("lambada", lambda d: d["results"][2].update(nll=d["results"][2]["nll"] * 1.05)),
+                   ("hellaswag", lambda d: d["results"][1]["nll"].__setitem__(3, float("nan"))),
+                   ("wikitext", lambda d: d.update(windows=d["windows"] + 1))):
+    p = f"{sys.argv[1]}/{task}.json"
+    d = json.load(open(p))
+    edit(d)
+    json.dump(d, open(p, "w"))
+PY
+out=$(python3 tests/gpu/compare_zeroshot.py "$W/zs-cpu" "$W/zs-bad" 2>&1); rc=$?
+check '[ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" = 3 ] && grep -q "^lambada line 3 nll" <<<"$out" && grep -q "^hellaswag line 3 nll: cpu [0-9.]* gpu nan" <<<"$out" && grep -q "^wikitext windows" <<<"$out"' \
+    "compare_zeroshot.py fails an NLL 5% off, a NaN and a window count (exit $rc): $out"
+
 run() { # name, ranks, extra flags...: the job's exit status in $W/$1.rc
     local name=$1 np=$2
     shift 2

@@ -78,6 +78,43 @@ tel 124M sinklogit 0 '"pos0_mass": 0.03, "phantom_mass": 0.45, "pos0_norm_ratio"
 tel 124M combo2 0 '"pos0_mass": 0.02, "phantom_mass": 0.5, "gate_within_row_sd": 0.12'
 tel 124M normgate 0 '"gate_within_row_sd": 0.09'
 
+# zero-shot files for Tables 10 and 11 (means ± SD over seeds by hand:
+# 0.18, 0.19, 0.176 -> 0.182 ± 0.0072; 0.18, 0.19 -> 0.185 ± 0.0071), with
+# keys the report ignores (setup, results), and malformed ones
+zs() { # tier arm seed task 'fields'
+    mkdir -p "$S/fineweb-$1/$2/s$3/analysis"
+    printf '{"kind": "%s", "version": 1, "setup": {"arm": "%s"}, "file": "x", %s}\n' "$4" "$2" "$5" \
+        >"$S/fineweb-$1/$2/s$3/analysis/$4.json"
+}
+lam() { # tier arm seed accuracy perplexity, the 4 buckets' accuracies, then their n (default the paper's)
+    zs "$1" "$2" "$3" lambada "$(printf '"examples": 5153, "truncated": 0, "accuracy": %s, "perplexity": %s, "by_distance": [{"bucket": "absent", "n": %s, "accuracy": %s}, {"bucket": "<=32", "n": %s, "accuracy": %s}, {"bucket": "33-96", "n": %s, "accuracy": %s}, {"bucket": ">96", "n": %s, "accuracy": %s}], "results": [{"line": 1, "context_tokens": 80, "target_tokens": 1, "nll": 2.5, "greedy": true, "distance": null}]' \
+        "$4" "$5" "${10:-953}" "$6" "${11:-1508}" "$7" "${12:-2660}" "$8" "${13:-32}" "$9")"
+}
+hs() { zs "$1" "$2" "$3" hellaswag "\"examples\": 10042, \"truncated\": 0, \"accuracy\": $4, \"accuracy_norm\": $5, \"results\": []"; }
+wt() { zs "$1" "$2" "$3" wikitext "\"tokens\": 280000, \"words\": 245569, \"bytes\": 1290590, \"stride\": 512, \"windows\": 547, \"nll\": 1e6, \"token_perplexity\": $4, \"word_perplexity\": $5, \"bits_per_byte\": 1.1"; }
+lam 124M baseline 0 0.18 40.1 0.028 0.25 0.198 0.1
+lam 124M baseline 1 0.19 41.3 0.030 0.26 0.198 0.11
+lam 124M baseline 2 0.176 39.8 0.026 0.249 0.198 0.1
+hs 124M baseline 0 0.321 0.33
+hs 124M baseline 1 0.325 0.34
+wt 124M baseline 0 58.1 160.25
+lam 124M sinklogit 0 0.18 42 0.03 0.26 0.19 0.115
+lam 124M sinklogit 1 0.19 43 0.03 0.27 0.186 0.125
+wt 124M sinklogit 0 57.0 150
+wt 124M sinklogit 1 57.5 151
+wt 10M sinklogit 0 300 900
+# combo: lambada.json is not JSON, its HellaSwag still counts; combo2: a
+# non-numeric accuracy_norm; normgate: three buckets
+hs 124M combo 0 0.323 0.331
+mkdir -p "$S/fineweb-124M/combo/s0/analysis" && printf '{"kind": "lambada", "accuracy": 0.18,' >"$S/fineweb-124M/combo/s0/analysis/lambada.json"
+hs 124M combo2 0 0.324 '"0.33"'
+wt 124M combo2 0 56.8 148.5
+# projgate: HellaSwag on 100 examples (--limit) beside the others' 10042;
+# sinklogit at 10M: a wikitext.json without its token count
+zs 124M projgate 0 hellaswag '"examples": 100, "truncated": 0, "accuracy": 0.3, "accuracy_norm": 0.31, "results": []'
+zs 10M sinklogit 1 wikitext '"words": 5, "bytes": 9, "token_perplexity": 300, "word_perplexity": 900'
+zs 124M normgate 0 lambada '"accuracy": 0.185, "perplexity": 41, "by_distance": [{"bucket": "absent", "n": 953, "accuracy": 0.03}, {"bucket": "<=32", "n": 1508, "accuracy": 0.26}, {"bucket": "33-96", "n": 2692, "accuracy": 0.2}]'
+
 expect 0 "83 runs \(83 done, 0 failed, 0 unfinished, 0 unreadable\); 8 missing" -- "$REP" --out "$W/r1" --curves "$S"
 for f in report.md report.json tables/table1.csv tables/table2.csv tables/table5.csv tables/injection.csv tables/exposure.csv; do
     check "[ -s $W/r1/$f ]" "report writes $f"
@@ -91,6 +128,55 @@ check 'grep -qF "| 350M | baseline | 3.0338 | – | – | – | – | 3.0338 |" 
 check 'grep -qE "^vs_reference,combo,sinklogit,50M,5,5,-0.0030" $W/r1/tables/table1.csv' "CSV: combo vs sink logit at 50M pairs 5 seeds"
 check 'grep -qF "| fineweb 10M | structured (q25) | baseline | +0.032 | +0.138 | +0.771 | +2.695 |" $W/r1/report.md' "injection table from analysis files"
 check 'grep -qF "| fineweb 10M | baseline | 0.5640 | 0.3730 |" $W/r1/report.md' "exposure table"
+check 'grep -qF "| Tier | Arm | LAMBADA acc | LAMBADA ppl | HellaSwag acc | HellaSwag acc_norm | WikiText-2 ppl (token) | WikiText-2 ppl (word) |" $W/r1/report.md &&
+       grep -qF "**standard deviation** (n − 1)" $W/r1/report.md' "Table 10's header, and its note says SD, not SE"
+check 'grep -qF "| 124M | baseline | 0.1820 ± 0.0072 (3 seeds) | 40.40 ± 0.79 (3 seeds) | 0.3230 ± 0.0028 (2 seeds) | 0.3350 ± 0.0071 (2 seeds) | 58.10 (1 seed) | 160.25 (1 seed) |" $W/r1/report.md' "Table 10: the baseline at 124M, mean ± SD (n − 1) as computed by hand, a single seed without ±"
+check 'grep -qF "| 124M | sink logit | 0.1850 ± 0.0071 (2 seeds) | 42.50 ± 0.71 (2 seeds) | – | – | 57.25 ± 0.35 (2 seeds) | 150.50 ± 0.71 (2 seeds) |" $W/r1/report.md' "Table 10: the sink logit at 124M, a dash where no seed has hellaswag.json"
+check 'grep -qF "| 124M | combo | – | – | 0.3230 (1 seed) | 0.3310 (1 seed) | – | – |" $W/r1/report.md &&
+       grep -qF "| 124M | combo2 | – | – | – | – | 56.80 (1 seed) | 148.50 (1 seed) |" $W/r1/report.md' "Table 10: a malformed file leaves dashes, the run's other files still count"
+check '! sed -n "/^## Zero-shot evaluation/,/^## LAMBADA/p" $W/r1/report.md | grep -qF "| 124M | norm gate | "' "Table 10: no row for an arm whose only file is malformed"
+check '[ "$(grep -n "^## Zero-shot evaluation (Table 10)\|^## Telemetry\|^## LAMBADA accuracy by target distance (Table 11)\|^## Figures" $W/r1/report.md | cut -d: -f2- | tr "\n" "/")" = "## Telemetry/## Zero-shot evaluation (Table 10)/## LAMBADA accuracy by target distance (Table 11)/## Figures/" ] &&
+       grep -A3 "^| Tier | Arm | LAMBADA acc" $W/r1/report.md | sed -n 3p | grep -qF "| fineweb 10M | sink logit | – | – | – | – | 300.00 (1 seed) | 900.00 (1 seed) |"' "Tables 10 and 11 after the other analysis tables, before the figures; tiers in the report's order"
+check 'grep -qF "| Tier | Arm | target absent (n=953) | distance ≤ 32 (n=1508) | distance 33–96 (n=2660) | distance > 96 (n=32) |" $W/r1/report.md' "Table 11's header gives each bucket's n when every run agrees"
+check 'grep -qF "| 124M | baseline | 0.0280 ± 0.0020 (3 seeds) | 0.2530 ± 0.0061 (3 seeds) | 0.1980 ± 0.0000 (3 seeds) | 0.1033 ± 0.0058 (3 seeds) |" $W/r1/report.md &&
+       grep -qF "| 124M | sink logit | 0.0300 ± 0.0000 (2 seeds) | 0.2650 ± 0.0071 (2 seeds) | 0.1880 ± 0.0028 (2 seeds) | 0.1200 ± 0.0071 (2 seeds) |" $W/r1/report.md' "Table 11: accuracy by distance, mean ± SD over seeds"
+check '[ "$(grep -c "^| [^|]* | [^|]* | [0-9.]* ± [0-9.]* (. seeds) | [0-9.]* ± [0-9.]* (. seeds) | [0-9.]* ± [0-9.]* (. seeds) | [0-9.]* ± [0-9.]* (. seeds) |$" $W/r1/report.md)" = 2 ]' "Table 11 has the two arms with a well-formed lambada.json"
+# long CSV: tier,arm,column,n,mean,sd[,examples], full precision
+csv_row() { # file, then the fields up to n, mean, sd (empty: none) and examples
+    awk -F, -v k="$2" -v m="$3" -v s="$4" -v e="${5-}" -v ncol="$( [ "$1" = lambada_distance ] && echo 7 || echo 6)" '
+        $1 "," $2 "," $3 "," $4 == k && NF == ncol && ($5 - m)^2 < 1e-24 &&
+        (s == "" ? $6 == "" : ($6 - s)^2 < 1e-20) && (ncol == 6 || $7 == e) { f = 1 } END { exit !f }' "$W/r1/tables/$1.csv"
+}
+check '[ "$(head -1 $W/r1/tables/zeroshot.csv)" = tier,arm,column,n,mean,sd ] && [ "$(head -1 $W/r1/tables/lambada_distance.csv)" = tier,arm,column,n,mean,sd,examples ]' "the zero-shot CSVs' headers"
+check 'csv_row zeroshot 124M,baseline,lambada_accuracy,3 0.182 0.0072111025509279784 &&
+       csv_row zeroshot 124M,baseline,lambada_perplexity,3 40.4 0.79372539331937708 &&
+       csv_row zeroshot 124M,sinklogit,lambada_accuracy,2 0.185 0.0070710678118654814 &&
+       csv_row zeroshot 124M,baseline,wikitext_token_perplexity,1 58.1 "" &&
+       ! grep -q "^124M,sinklogit,hellaswag" $W/r1/tables/zeroshot.csv' "tables/zeroshot.csv: mean and SD at full precision, one seed without SD, nothing where absent"
+check 'csv_row lambada_distance 124M,baseline,">96",3 0.10333333333333333 0.0057735026918962623 32 &&
+       csv_row lambada_distance 124M,sinklogit,absent,2 0.03 0 953 && [ "$(wc -l <$W/r1/tables/lambada_distance.csv)" = 9 ]' "tables/lambada_distance.csv: a line per bucket and arm, with the bucket's n"
+check 'python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+z = {(r[\"tier\"], r[\"arm\"]): r[\"cells\"] for r in j[\"zeroshot\"][\"rows\"]}
+c = z[(\"124M\", \"baseline\")][\"lambada_accuracy\"]
+assert c[\"n\"] == 3 and abs(c[\"mean\"] - 0.182) < 1e-12 and abs(c[\"sd\"] - 0.0072111025509) < 1e-12, c
+assert z[(\"124M\", \"sinklogit\")][\"hellaswag_accuracy\"] is None
+assert z[(\"124M\", \"baseline\")][\"wikitext_word_perplexity\"][\"sd\"] is None
+d = j[\"lambada_distance\"]
+assert [(b[\"bucket\"], b[\"n\"]) for b in d[\"buckets\"]] == [(\"absent\", 953), (\"<=32\", 1508), (\"33-96\", 2660), (\">96\", 32)], d[\"buckets\"]
+c = d[\"rows\"][0][\"cells\"][\"<=32\"]
+assert d[\"rows\"][0][\"arm\"] == \"baseline\" and c[\"examples\"] == 1508 and abs(c[\"sd\"] - 0.0060827625303) < 1e-12, c
+assert j[\"problems\"][\"zeroshot\"].startswith(\"- 124M: the runs\u2019 hellaswag.json\".replace(\"\u2019\", chr(39))), j[\"problems\"]
+" $W/r1/report.json' "report.json: zeroshot and lambada_distance, mean and SD; its problems name the HellaSwag sizes"
+check 'grep -qF -- "- 124M: the runs'"'"' hellaswag.json evaluated different numbers of examples (another file, or --limit?): $S/fineweb-124M/baseline/s0 10042; $S/fineweb-124M/baseline/s1 10042; $S/fineweb-124M/projgate/s0 100; $S/fineweb-124M/combo/s0 10042" $W/r1/report.md' \
+    "runs of a tier that evaluated different numbers of HellaSwag examples are named with their counts"
+check 'grep -qF -- "- $S/fineweb-10M/sinklogit/s1/analysis/wikitext.json: \"tokens\" is missing or not a positive count" $W/r1/report.md' \
+    "a wikitext.json without its token count is named, not used"
+check 'grep -qF -- "- $S/fineweb-124M/combo/s0/analysis/lambada.json: not readable JSON" $W/r1/report.md &&
+       grep -qF -- "- $S/fineweb-124M/combo2/s0/analysis/hellaswag.json: \"accuracy_norm\" is missing or not a number in [0, 1]" $W/r1/report.md &&
+       grep -qF -- "- $S/fineweb-124M/normgate/s0/analysis/lambada.json: \"by_distance\" is not a list of the 4 buckets absent, <=32, 33-96, >96" $W/r1/report.md' "malformed zero-shot files are named in Problems"
+expect 1 "" -- "$REP" --no-figures --strict --quiet --out "$W/r4" "$S"
 dat_is() { # figure, then its .dat after the header on stdin
     cmp -s <(grep -v '^#' "$W/r1/figures/$1.dat") -
 }
@@ -143,6 +229,18 @@ fi
 "$REP" --out "$W/r3" --no-figures --quiet "$S"
 check 'cmp -s $W/r2/report.md $W/r3/report.md && cmp -s $W/r2/report.json $W/r3/report.json' "the same runs give the same report"
 check '[ ! -e $W/r2/figures ]' "--no-figures draws nothing"
+
+# runs of one tier that disagree on the buckets' n: named, and each cell gives its n
+cp -r "$S" "$W/zsd"
+S=$W/zsd lam 124M sinklogit 1 0.19 43 0.03 0.27 0.186 null 100 200 300 0
+"$REP" --out "$W/r5" --no-figures --quiet "$W/zsd"
+check 'grep -qF "### Zero-shot evaluations" $W/r5/report.md &&
+       grep -qF -- "- 124M: the runs'"'"' LAMBADA buckets (absent, ≤ 32, 33–96, > 96) hold different numbers of passages, which depend only on the data and the tokenizer (another file, or --limit?): n = 953/1508/2660/32 in $W/zsd/fineweb-124M/baseline/s0, $W/zsd/fineweb-124M/baseline/s1, $W/zsd/fineweb-124M/baseline/s2, $W/zsd/fineweb-124M/sinklogit/s0; n = 100/200/300/0 in $W/zsd/fineweb-124M/sinklogit/s1" $W/r5/report.md' "bucket n disagreeing within a tier: the runs are named in Problems, grouped by their n"
+check 'grep -qF "| Tier | Arm | target absent | distance ≤ 32 | distance 33–96 | distance > 96 |" $W/r5/report.md &&
+       grep -qF "| 124M | baseline | 0.0280 ± 0.0020 (3 seeds, n=953) | 0.2530 ± 0.0061 (3 seeds, n=1508) | 0.1980 ± 0.0000 (3 seeds, n=2660) | 0.1033 ± 0.0058 (3 seeds, n=32) |" $W/r5/report.md &&
+       grep -qF "| 124M | sink logit | 0.0300 ± 0.0000 (2 seeds, n=100–953) | 0.2650 ± 0.0071 (2 seeds, n=200–1508) | 0.1880 ± 0.0028 (2 seeds, n=300–2660) | 0.1150 (1 seed, n=0–32) |" $W/r5/report.md' "then each cell gives the n of its runs, and an empty bucket adds no accuracy"
+check 'grep -q "^124M,sinklogit,absent,2,0.0[0-9]*,0,$" $W/r5/tables/lambada_distance.csv && grep -q "^124M,baseline,absent,3,.*,953$" $W/r5/tables/lambada_distance.csv &&
+       python3 -c "import json,sys; d = json.load(open(sys.argv[1]))[\"lambada_distance\"]; assert all(b[\"n\"] is None for b in d[\"buckets\"]); assert d[\"rows\"][1][\"cells\"][\">96\"][\"examples\"] is None" $W/r5/report.json' "CSV and JSON: no single n where the runs disagree"
 
 # --- real sgtrain runs ---------------------------------------------------------
 D=$W/data

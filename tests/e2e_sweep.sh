@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of sgsweep without a cluster: the expansion of the
-# shipped sweeps (paper.yaml's 83 runs and 25 analyses), every kind of bad
+# shipped sweeps (paper.yaml's 83 runs and 79 analyses), every kind of bad
 # sweep file and analyses entry (file:line:column and what was expected),
 # the local executor (skip finished, resume interrupted, rerun only the
 # failed; each analysis right after its run, skipped when the run failed,
@@ -29,10 +29,12 @@ for g in "tinystories-10M 12" "fineweb-10M 27" "fineweb-50M 22" "fineweb-124M 18
 done
 check '[ "$(grep -cE "^fineweb-50M/(sinklogit|combo)-s[34] " <<<"$plan")" = 4 ]' "paper.yaml: seeds 3 and 4 only for the sink logit and combo at 50M"
 check 'grep -q -- "--job-name=paper.fineweb-350M --array=0-3 .*--nodes=1 --ntasks-per-node=8 --gpus-per-node=8" <<<"$plan"' "paper.yaml: 350M asks for 8 GPUs, one task per GPU"
-check 'grep -q -- "--dependency=afterany:JOBID_OF_tinystories-10M:JOBID_OF_fineweb-10M:JOBID_OF_fineweb-50M:JOBID_OF_fineweb-124M:JOBID_OF_fineweb-350M:JOBID_OF_analysis-fineweb-10M:JOBID_OF_analysis-fineweb-50M:JOBID_OF_analysis-fineweb-124M:JOBID_OF_analysis-fineweb-350M --kill-on-invalid-dep=yes" <<<"$plan"' "the report job depends on every array, training and analysis"
+check 'grep -q -- "--dependency=afterany:JOBID_OF_tinystories-10M:JOBID_OF_fineweb-10M:JOBID_OF_fineweb-50M:JOBID_OF_fineweb-124M:JOBID_OF_fineweb-350M:JOBID_OF_analysis-fineweb-10M:JOBID_OF_analysis-fineweb-50M:JOBID_OF_analysis-fineweb-124M:JOBID_OF_analysis-fineweb-350M:JOBID_OF_analysis-zeroshot-lambada:JOBID_OF_analysis-zeroshot-hellaswag:JOBID_OF_analysis-zeroshot-wikitext --kill-on-invalid-dep=yes" <<<"$plan"' "the report job depends on every array, training and analysis"
 # the analyses of Appendix C: seed 0 of every FineWeb run, each after its training task
-check 'grep -q "^sweep paper: 83 training tasks in 5 groups, 25 analysis tasks in 4 analyses" <<<"$plan"' "paper.yaml: 25 analysis tasks (seed 0 of every FineWeb run)"
+check 'grep -q "^sweep paper: 83 training tasks in 5 groups, 79 analysis tasks in 7 analyses" <<<"$plan"' "paper.yaml: 79 analysis tasks (seed 0 of every FineWeb run, and 3 zero-shot tasks of each 124M run)"
 check '[ "$(grep -cE "^analyze:fineweb-[0-9]+M/[a-z0-9]+-s0 " <<<"$plan")" = 25 ] && ! grep -q "^analyze:tinystories" <<<"$plan"' "paper.yaml: the analyses take seed 0 of the FineWeb tiers only"
+check '[ "$(grep -cE "^analyze:zeroshot-(lambada|hellaswag|wikitext)/[a-z0-9]+-s[012] +analyze +124M " <<<"$plan")" = 54 ]' "paper.yaml: Tables 10-11's zero-shot tasks, every seed of the 6 arms at 124M"
+check 'grep -qx "build/sgtrain zeroshot runs/paper/fineweb-124M/combo-s2 --task hellaswag --file data/eval/hellaswag_val.jsonl" <<<"$plan" && grep -qx "build/sgtrain zeroshot runs/paper/fineweb-124M/baseline-s0 --task wikitext --file data/eval/wiki.test.raw" <<<"$plan"' "paper.yaml: the exact sgtrain zeroshot commands"
 check 'grep -q -- "--job-name=paper.analyze:fineweb-124M --array=0,3,6,9,12,15 --dependency=aftercorr:JOBID_OF_fineweb-124M --kill-on-invalid-dep=yes " <<<"$plan"' "paper.yaml: analysis task k waits for training task k (aftercorr, the same array ids)"
 check 'grep -q -- "--job-name=paper.analyze:fineweb-350M --array=0-3 .*--ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=8 " <<<"$plan"' "paper.yaml: a 350M analysis takes one GPU"
 check 'grep -qx "build/sgtrain analyze runs/paper/fineweb-124M/combo2-s0 --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-50M/normgate-s0 --what injection,exposure,telemetry --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-350M/combo-s0 --what injection,telemetry --seq-len 1024" <<<"$plan"' "paper.yaml: the exact sgtrain analyze commands (all at 124M, exposure at 50M; 512 tokens, 1024 at 350M)"
@@ -211,7 +213,7 @@ badan() { # NAME PATTERN; the entries of analyses: on stdin, from line 8
       cat; } >"$W/$1.yaml"
     expect 2 "$2" -- "$SW" plan "$W/$1.yaml"
 }
-badan ankey 'ankey.yaml:9:5: unknown key "flag" in an analysis \(known: group, arms, seeds, flags, resources, throttle\)' <<'EOF'
+badan ankey 'ankey.yaml:9:5: unknown key "flag" in an analysis \(known: group, arms, seeds, flags, zeroshot, resources, throttle\)' <<'EOF'
   g:
     flag: {batches: 1}
 EOF

@@ -3,7 +3,7 @@
  * unit of the last printed digit (the per-seed inputs are themselves
  * rounded to 4 decimals).  Then the edge cases: a single seed, unpaired
  * seeds, a missing baseline, a corrupt result.json, failed, unfinished and
- * duplicate runs. */
+ * duplicate runs; every way a zero-shot file can be malformed. */
 #define _XOPEN_SOURCE 700
 #include <json-c/json.h>
 #include <math.h>
@@ -350,6 +350,9 @@ static void test_edges(void) {
     snprintf(p, sizeof p, "%s/tables/throughput.csv", out);
     CHECK(rep && jget(rep, "throughput") == NULL && access(p, F_OK) != 0,
           "runs without a throughput (an earlier version's): no throughput table");
+    snprintf(p, sizeof p, "%s/tables/zeroshot.csv", out);
+    CHECK(rep && !jget(rep, "zeroshot") && !jget(rep, "lambada_distance") && access(p, F_OK) != 0,
+          "runs without zero-shot files: no Tables 10 and 11");
     json_object_put(rep);
     runs_free(&rs);
     /* a root that does not exist; a root with no runs */
@@ -458,6 +461,122 @@ static void test_throughput(void) {
     runs_free(&rs);
 }
 
+/* RUN/analysis/NAME.json of the run at root/fw-124M/ARM/sSEED */
+static void write_zs(const char *root, const char *arm, int seed, const char *name, const char *text) {
+    char d[900], p[1000];
+    snprintf(d, sizeof d, "%s/fw-124M/%s/s%d/analysis", root, arm, seed);
+    mkd(d);
+    snprintf(p, sizeof p, "%s/%s.json", d, name);
+    write_bytes(p, text, strlen(text));
+}
+
+#define BUCKETS(a, b, c, d) "\"by_distance\": [" a ", " b ", " c ", " d "]"
+#define B_ABSENT "{\"bucket\": \"absent\", \"n\": 953, \"accuracy\": 0.03}"
+#define B_NEAR "{\"bucket\": \"<=32\", \"n\": 1508, \"accuracy\": 0.26}"
+#define B_MID "{\"bucket\": \"33-96\", \"n\": 2660, \"accuracy\": 0.2}"
+#define B_FAR "{\"bucket\": \">96\", \"n\": 0, \"accuracy\": null}"
+#define LAMBADA(fields) "{\"kind\": \"lambada\", \"version\": 1, " fields "}"
+#define LAMBADA_OK(bk) LAMBADA("\"accuracy\": 0.18, \"perplexity\": 40, " bk)
+
+/* Every way a zero-shot file can be malformed is named, counted as an
+ * analysis error, and leaves the well-formed files' tables intact. */
+static void test_zeroshot(void) {
+    char root[600], out[700];
+    snprintf(root, sizeof root, "%s/zs", tmpdir);
+    snprintf(out, sizeof out, "%s/zs-report", tmpdir);
+    static const struct {
+        const char *file, *text, *why;
+    } bad[] = {
+        {"lambada", "{\"kind\": \"lambada\", \"accuracy\": 0.1", "lambada.json: not readable JSON"},
+        {"lambada", "[1, 2]", "lambada.json: not a zero-shot file of this kind"},
+        {"lambada", "{\"kind\": null}", "lambada.json: not a zero-shot file of this kind"},
+        {"lambada", "{\"kind\": \"hellaswag\", \"accuracy\": 0.3, \"accuracy_norm\": 0.3}",
+         "lambada.json: not a zero-shot file of this kind"},
+        {"lambada", LAMBADA("\"perplexity\": 40, " BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"accuracy\" is missing or not a number in [0, 1]"},
+        {"lambada", LAMBADA("\"accuracy\": \"0.18\", \"perplexity\": 40, " BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"accuracy\" is missing or not a number in [0, 1]"},
+        {"lambada", LAMBADA("\"accuracy\": 18, \"perplexity\": 40, " BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"accuracy\" is missing or not a number in [0, 1]"},
+        {"lambada", LAMBADA("\"accuracy\": 0.18, \"perplexity\": 0, " BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"perplexity\" is missing or not a number above 0"},
+        {"lambada", LAMBADA_OK("\"by_distance\": {\"absent\": 953}"),
+         "lambada.json: \"by_distance\" is not a list of the 4 buckets"},
+        {"lambada", LAMBADA_OK("\"by_distance\": [" B_ABSENT ", " B_NEAR ", " B_MID ", " B_FAR ", " B_FAR "]"),
+         "lambada.json: \"by_distance\" is not a list of the 4 buckets"},
+        {"lambada", LAMBADA_OK(BUCKETS(B_ABSENT, B_NEAR, B_MID, B_NEAR)),
+         "lambada.json: by_distance[3]: \"bucket\" is not one of absent, <=32, 33-96, >96 (each once)"},
+        {"lambada", LAMBADA_OK(BUCKETS(B_ABSENT, "{\"bucket\": \"<=16\", \"n\": 1, \"accuracy\": 0}", B_MID, B_FAR)),
+         "lambada.json: by_distance[1]: \"bucket\" is not one of"},
+        {"lambada", LAMBADA_OK(BUCKETS("7", B_NEAR, B_MID, B_FAR)), "lambada.json: by_distance[0]: \"bucket\""},
+        {"lambada", LAMBADA_OK(BUCKETS("{\"bucket\": \"absent\", \"n\": -1, \"accuracy\": 0}", B_NEAR, B_MID, B_FAR)),
+         "lambada.json: by_distance[0] (absent): \"n\" is not a count"},
+        {"lambada", LAMBADA_OK(BUCKETS(B_ABSENT, B_NEAR, B_FAR, "{\"bucket\": \"33-96\", \"n\": 2.5, \"accuracy\": 0}")),
+         "lambada.json: by_distance[3] (33-96): \"n\" is not a count"},
+        {"lambada", LAMBADA_OK(BUCKETS(B_ABSENT, B_NEAR, "{\"bucket\": \"33-96\", \"n\": 2660, \"accuracy\": null}", B_FAR)),
+         "lambada.json: by_distance[2] (33-96): \"accuracy\" is missing or not a number in [0, 1]"},
+        {"hellaswag", "{\"kind\": \"hellaswag\", \"accuracy\": 0.32}",
+         "hellaswag.json: \"accuracy_norm\" is missing or not a number in [0, 1]"},
+        {"wikitext", "{\"kind\": \"wikitext\", \"token_perplexity\": 58, \"word_perplexity\": null}",
+         "wikitext.json: \"word_perplexity\" is missing or not a number above 0"},
+    };
+    const int nbad = (int)(sizeof bad / sizeof *bad);
+    for (int i = 0; i < nbad; i++) {
+        write_result(root, "124M", "fw", "combo", i, 3.36);
+        write_zs(root, "combo", i, bad[i].file, bad[i].text);
+    }
+    /* well formed, in another bucket order, with keys the report ignores */
+    write_result(root, "124M", "fw", "baseline", 0, 3.37);
+    write_result(root, "124M", "fw", "baseline", 1, 3.37);
+    write_zs(root, "baseline", 0, "lambada",
+             LAMBADA("\"accuracy\": 0.18, \"perplexity\": 40, \"extra\": [1], \"results\": [{\"line\": 1}], "
+                     BUCKETS(B_FAR, B_MID, B_NEAR, B_ABSENT)));
+    write_zs(root, "baseline", 1, "lambada",
+             LAMBADA("\"accuracy\": 0.19, \"perplexity\": 42, "
+                     BUCKETS(B_ABSENT, "{\"bucket\": \"<=32\", \"n\": 1508, \"accuracy\": 0.28}", B_MID, B_FAR)));
+    char *roots[] = {root};
+    RunSet rs;
+    CHECK(runs_scan(roots, 1, &rs, err, sizeof err) == 0, "scan: %s", err);
+    ReportOpts o = {NULL, NULL, 0, 0};
+    ReportSummary sum;
+    CHECK(report_write(&rs, &o, out, &sum, err, sizeof err) == 0, "report despite malformed zero-shot files: %s", err);
+    CHECK(sum.analysis_errors == nbad, "every malformed file counts as an analysis error: %d of %d",
+          sum.analysis_errors, nbad);
+    size_t n;
+    char p[800];
+    snprintf(p, sizeof p, "%s/report.md", out);
+    char *md = (char *)read_all(p, &n);
+    for (int i = 0; i < nbad; i++) {
+        char want[300];
+        snprintf(want, sizeof want, "fw-124M/combo/s%d/analysis/%s", i, bad[i].why);
+        CHECK(md && has(md, want), "named in Problems: %s", want);
+    }
+    CHECK(md && !has(md, "| 124M | combo |"), "no row from malformed files");
+    CHECK(md && has(md, "| 124M | baseline | 0.1850 ± 0.0071 (2 seeds) | 41.00 ± 1.41 (2 seeds) | – | – | – | – |"),
+          "Table 10 from the two well-formed files");
+    CHECK(md && has(md, "| 124M | baseline | 0.0300 ± 0.0000 (2 seeds) | 0.2700 ± 0.0141 (2 seeds) | 0.2000 ± 0.0000 "
+                        "(2 seeds) | – |") && has(md, "distance > 96 (n=0) |"),
+          "Table 11 matches buckets by name; an empty bucket is a dash");
+    free(md);
+    json_object *rep = load_report(out);
+    json_object *c = jget(rep, "lambada_distance.rows.0.cells.<=32");
+    CHECK(c && json_object_get_int(jget(c, "n")) == 2 && fabs(json_object_get_double(jget(c, "mean")) - 0.27) < 1e-12 &&
+              fabs(json_object_get_double(jget(c, "sd")) - sqrt(2e-4)) < 1e-12 &&
+              json_object_get_int(jget(c, "examples")) == 1508,
+          "lambada_distance: mean, SD (n - 1) and the bucket's n");
+    CHECK(rep && jget(rep, "lambada_distance.rows.0.cells.>96") == NULL &&
+              json_object_get_int(jget(rep, "lambada_distance.buckets.3.n")) == 0,
+          "an empty bucket: no cell, n = 0");
+    c = jget(rep, "zeroshot.rows.0.cells.lambada_perplexity");
+    CHECK(c && fabs(json_object_get_double(jget(c, "mean")) - 41) < 1e-12 &&
+              fabs(json_object_get_double(jget(c, "sd")) - sqrt(2)) < 1e-12 &&
+              jget(rep, "zeroshot.rows.0.cells.hellaswag_accuracy") == NULL &&
+              json_object_array_length(jget(rep, "zeroshot.rows")) == 1,
+          "zeroshot: mean and SD; null where no seed has the file");
+    json_object_put(rep);
+    runs_free(&rs);
+}
+
 int main(void) {
     check_name = "test_report";
     if (make_tmpdir("report")) return 1;
@@ -465,6 +584,7 @@ int main(void) {
     test_paper();
     test_edges();
     test_throughput();
+    test_zeroshot();
     rm_rf(tmpdir);
     return check_finish();
 }

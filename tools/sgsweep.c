@@ -604,7 +604,7 @@ static int cmd_plan(Loaded *L) {
     if (L->na) {
         printf("analyses: %d done, %d failed, %d pending, %d waiting for their run, %d blocked (their run failed)\n",
                acounts[AS_DONE], acounts[AS_FAILED], acounts[AS_PENDING], acounts[AS_WAITING], acounts[AS_BLOCKED]);
-        printf("\nsgtrain analyze commands (each after its training run; finished ones are left out):\n");
+        printf("\nsgtrain analyze and zeroshot commands (each after its training run; finished ones are left out):\n");
         for (int j = 0; j < L->na; j++) {
             if (an_state(L, &L->a[j]) == AS_DONE) continue;
             char **argv = sweep_analyze_argv(s, an_run(L, &L->a[j]), &L->a[j]);

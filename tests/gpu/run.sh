@@ -20,6 +20,11 @@
 #     the injection battery and the probes within 2% relative, exposure and
 #     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
 #     and the corruption are fp32 on both).
+#  7. `sgtrain zeroshot` (LAMBADA, HellaSwag, WikiText-2 on the hand-made
+#     files of tests/zeroshot) of one CPU-trained model with GPT-2's
+#     vocabulary on both backends: every NLL within 2% relative, the counts
+#     equal (tests/gpu/compare_zeroshot.py); skipped, with a note, without
+#     data/vocab/gpt2.tiktoken (`make data`, or device.sh --pack carries it).
 # Everything runs with SG_TWIN_POISON=1: the fp32 tensors the model promised
 # to matmuls alone, which the GPU leaves unstored, read as NaN, so a reader
 # that broke the promise fails the comparisons (kernels/cuda/matmul.cu); and
@@ -158,5 +163,22 @@ for arm in baseline sinklogit normgate combo2; do
     check 'grep -q "analysis within tolerance" <<<"$out"' "$arm: analyze on the GPU vs the CPU"$'\n'"$out"
     echo "analyze $arm: $out"
 done
+V=data/vocab/gpt2.tiktoken
+if [ -s "$V" ]; then
+    "$B/sgtrain" train --tier test --arm combo2 --seed 1 --vocab_size 50257 --iters 3 --data "$W/data50k" \
+        --out "$W/zs" >/dev/null 2>&1
+    zs_ok=1
+    for t in lambada:lambada.jsonl hellaswag:hellaswag.jsonl wikitext:wikitext.raw; do
+        "$B/sgtrain" zeroshot "$W/zs" --task ${t%%:*} --file "tests/zeroshot/${t#*:}" --vocab "$V" --out "$W/zs-cpu" \
+            --quiet || zs_ok=0
+        "$CB/sgtrain" zeroshot "$W/zs" --task ${t%%:*} --file "tests/zeroshot/${t#*:}" --vocab "$V" --out "$W/zs-gpu" \
+            --quiet || zs_ok=0
+    done
+    out=$("$PY" tests/gpu/compare_zeroshot.py "$W/zs-cpu" "$W/zs-gpu" 2>&1)
+    check '[ $zs_ok = 1 ] && grep -q "zeroshot within tolerance" <<<"$out"' "zeroshot on the GPU vs the CPU"$'\n'"$out"
+    echo "zeroshot: $out"
+else
+    echo "note: no $V: the zero-shot comparison is skipped"
+fi
 echo "test_gpu: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
