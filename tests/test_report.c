@@ -475,7 +475,8 @@ static void write_zs(const char *root, const char *arm, int seed, const char *na
 #define B_NEAR "{\"bucket\": \"<=32\", \"n\": 1508, \"accuracy\": 0.26}"
 #define B_MID "{\"bucket\": \"33-96\", \"n\": 2660, \"accuracy\": 0.2}"
 #define B_FAR "{\"bucket\": \">96\", \"n\": 0, \"accuracy\": null}"
-#define LAMBADA(fields) "{\"kind\": \"lambada\", \"version\": 1, " fields "}"
+#define LAMBADA_RAW(fields) "{\"kind\": \"lambada\", \"version\": 1, " fields "}"
+#define LAMBADA(fields) LAMBADA_RAW("\"examples\": 5153, " fields)
 #define LAMBADA_OK(bk) LAMBADA("\"accuracy\": 0.18, \"perplexity\": 40, " bk)
 
 /* Every way a zero-shot file can be malformed is named, counted as an
@@ -515,6 +516,14 @@ static void test_zeroshot(void) {
          "lambada.json: by_distance[3] (33-96): \"n\" is not a count"},
         {"lambada", LAMBADA_OK(BUCKETS(B_ABSENT, B_NEAR, "{\"bucket\": \"33-96\", \"n\": 2660, \"accuracy\": null}", B_FAR)),
          "lambada.json: by_distance[2] (33-96): \"accuracy\" is missing or not a number in [0, 1]"},
+        {"lambada", LAMBADA_RAW("\"accuracy\": 0.18, \"perplexity\": 40, " BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"examples\" is missing or not a positive count"},
+        {"lambada", LAMBADA_RAW("\"examples\": 0, \"accuracy\": 0.18, \"perplexity\": 40, "
+                                BUCKETS(B_ABSENT, B_NEAR, B_MID, B_FAR)),
+         "lambada.json: \"examples\" is missing or not a positive count"},
+        {"wikitext", "{\"kind\": \"wikitext\", \"token_perplexity\": 58, \"word_perplexity\": 90, "
+                     "\"bits_per_byte\": 1.1, \"tokens\": 2.5}",
+         "wikitext.json: \"tokens\" is missing or not a positive count"},
         {"hellaswag", "{\"kind\": \"hellaswag\", \"accuracy\": 0.32}",
          "hellaswag.json: \"accuracy_norm\" is missing or not a number in [0, 1]"},
         {"wikitext", "{\"kind\": \"wikitext\", \"token_perplexity\": 58, \"word_perplexity\": null}",

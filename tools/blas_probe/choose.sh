@@ -30,6 +30,8 @@ if [ -f "$mkl/include/mkl_cblas.h" ]; then
     lib=$(cd "$mkl/lib" && pwd)
     try mkl -DSG_BLAS_MKL -isystem "$mkl/include" -L"$lib" -Wl,-rpath,"$lib" -lmkl_intel_lp64 -lmkl_gnu_thread -lmkl_core -lm -ldl -lpthread
 fi
-[ -n "$best" ] || best=cblas
+# With nothing measurable installed yet, fall back to the reference CBLAS
+# without remembering it, so the probe runs again once a BLAS is installed.
+if [ -z "$best" ]; then echo cblas; exit 0; fi
 echo "$best" >"$B/blas.choice"
 echo "$best"
