@@ -48,12 +48,18 @@ void analysis_defaults(AnalysisOpts *o) {
     o->probe_cut = CUT_MEDIAN;
     o->top_tokens = 10;
     o->min_count = 20;
+    o->sink_positions = 4;
+    const double pct[] = {10, 20, 30, 50};
+    memcpy(o->pct, pct, sizeof pct);
+    o->npct = 4;
 }
 
 void analysis_usage(void) {
     printf("sgtrain analyze RUN_DIR|CHECKPOINT [flags]: the evaluation-time experiments of the paper\n"
-           "(injection battery, gate-override probes, exposure, telemetry) -> RUN_DIR/analysis/*.json\n\n"
-           "  --what LIST         injection,probes,exposure,telemetry or all (default all the arm has)\n"
+           "(injection battery, gate-override probes, exposure, telemetry, incidence)\n"
+           "-> RUN_DIR/analysis/*.json\n\n"
+           "  --what LIST         injection,probes,exposure,telemetry,incidence or all\n"
+           "                      (default all the arm has)\n"
            "  --batches N         evaluation batches (8)\n"
            "  --batch-size N      sequences per batch (8)\n"
            "  --seq-len N         tokens per sequence (default and maximum: the model's context)\n"
@@ -67,6 +73,8 @@ void analysis_usage(void) {
            "  --probe-cutoff NAME its cutoff (median)\n"
            "  --top-tokens N      telemetry: tokens listed at each end of the mean-gate ranking (10)\n"
            "  --min-count N       telemetry: occurrences a token needs to be ranked (20)\n"
+           "  --sink-positions N  incidence: leading key positions counted as the sink (4)\n"
+           "  --percentiles LIST  incidence: quiet-band percentiles of the read norms (10,20,30,50)\n"
            "  --data DIR          data directory (default: the run's)\n"
            "  --vocab FILE        vocabulary for decoding tokens (default: the data manifest's)\n"
            "  --out DIR           where the JSON files go (default RUN_DIR/analysis)\n"
@@ -86,9 +94,47 @@ static int parse_dose(const char *flag, const char *v, double *out, char *err, s
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A comma list of percentiles in (0, 100), kept ascending. */
+static int parse_percentiles(const char *v, AnalysisOpts *o, char *err, size_t errlen) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    int n = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        errno = 0;
+        const double x = strtod(t, &end);
+        if (errno || end == t || *end || !(x > 0 && x < 100)) {
+            snprintf(err, errlen, "--percentiles: expected percentiles between 0 and 100 (exclusive), got '%s'", t);
+            return -1;
+        }
+        if (n == AN_MAX_PCT) {
+            snprintf(err, errlen, "--percentiles: at most %d percentiles", AN_MAX_PCT);
+            return -1;
+        }
+        for (int k = 0; k < n; k++)
+            if (o->pct[k] == x) {
+                snprintf(err, errlen, "--percentiles: %s is listed twice", t);
+                return -1;
+            }
+        o->pct[n++] = x;
+    }
+    if (!n) {
+        snprintf(err, errlen, "--percentiles: empty list");
+        return -1;
+    }
+    qsort(o->pct, (size_t)n, sizeof *o->pct, cmp_double);
+    o->npct = n;
+    return 0;
+}
+
 static int what_from(const char *s) {
-    static const char *const n[] = {"injection", "probes", "exposure", "telemetry"};
-    for (int i = 0; i < 4; i++)
+    static const char *const n[] = {"injection", "probes", "exposure", "telemetry", "incidence"};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(s, n[i])) return i;
     return -1;
 }
@@ -113,7 +159,8 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
         if (cli_flag_value(argc, argv, &i, flag, sizeof flag, &v, err, errlen)) return -1;
         long x;
         if (!strcmp(flag, "--what")) {
-            if (cli_name_mask(flag, v, what_from, 4, "injection, probes, exposure, telemetry", &o->what, err, errlen))
+            if (cli_name_mask(flag, v, what_from, 5, "injection, probes, exposure, telemetry, incidence", &o->what,
+                              err, errlen))
                 return -1;
             o->what_explicit = strcmp(v, "all") != 0;
         } else if (!strcmp(flag, "--batches")) {
@@ -176,6 +223,11 @@ int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_
         } else if (!strcmp(flag, "--min-count")) {
             if (cli_long(flag, v, 1, 1L << 40, &x, err, errlen)) return -1;
             o->min_count = x;
+        } else if (!strcmp(flag, "--sink-positions")) {
+            if (cli_long(flag, v, 0, 1 << 20, &x, err, errlen)) return -1;
+            o->sink_positions = (int)x;
+        } else if (!strcmp(flag, "--percentiles")) {
+            if (parse_percentiles(v, o, err, errlen)) return -1;
         } else if (!strcmp(flag, "--threads")) {
             if (cli_long(flag, v, 1, 4096, &x, err, errlen)) return -1;
             o->threads = (int)x;
@@ -256,6 +308,15 @@ static int plan(AnRun *r, char *err, size_t errlen) {
                               "at least 2");
         return -1;
     }
+    if ((r->what & AN_DO_INCIDENCE) && r->m.T - o->sink_positions < 2) {
+        if (o->what_explicit) {
+            snprintf(err, errlen, "incidence needs at least 2 reads past the %d sink positions; sequences of %d tokens "
+                                  "have %d (lower --sink-positions or raise --seq-len)", o->sink_positions, r->m.T,
+                     r->m.T - o->sink_positions > 0 ? r->m.T - o->sink_positions : 0);
+            return -1;
+        }
+        r->what &= ~AN_DO_INCIDENCE;
+    }
     if (!r->what) {
         snprintf(err, errlen, "nothing to do for %s (%s)", o->src, arm->name);
         return -1;
@@ -330,7 +391,7 @@ static void run_batch(AnRun *r, AnCtx *ctx, int bi, int32_t *win, int32_t *in, i
         InjectSpec spec = {.junk = c->junk, .cutoff = c->cut, .eps = c->eps}; /* keys: an_hook_values */
         ctx->inject = c->junk >= 0 ? &spec : NULL;
         ctx->override = c->override;
-        ctx->stats = k == 0 && (r->what & (AN_DO_EXPOSURE | AN_DO_TELEMETRY)) ? &r->stats : NULL;
+        ctx->stats = k == 0 && (r->what & AN_DO_MEASURED) ? &r->stats : NULL;
         ctx->corrupted = ctx->reads = 0;
         hk.layer0_qkv = k == 0 ? NULL : r->qkv0;
         double t0 = now();
@@ -354,7 +415,9 @@ int analysis_run(const AnalysisOpts *o, char *err, size_t errlen) {
     rc = 1;
     Model *m = &r.m;
     const int B = o->batch_size, T = m->T, Tp = m->Tp, C = m->C, H = m->H;
-    if ((r.what & (AN_DO_EXPOSURE | AN_DO_TELEMETRY)) && an_stats_alloc(&r.stats, m->L, H, C, m->V)) {
+    if ((r.what & AN_DO_MEASURED) &&
+        (an_stats_alloc(&r.stats, m->L, H, C, m->V) ||
+         ((r.what & AN_DO_INCIDENCE) && an_incidence_alloc(&r.stats, o->sink_positions, o->pct, o->npct)))) {
         snprintf(err, errlen, "out of memory for the telemetry accumulators");
         goto out;
     }

@@ -1,6 +1,6 @@
 /* `sgtrain analyze`: the evaluation-time experiments of the paper on one
  * trained checkpoint (Sections 4.4 and 6; Appendices C and G), written as
- * RUN/analysis/{injection,probes,exposure,telemetry}.json (docs/formats.md,
+ * RUN/analysis/{injection,probes,exposure,telemetry,incidence}.json (docs/formats.md,
  * "Analysis outputs") for sgreport.
  *
  * Every condition is evaluated on the same validation windows (drawn with
@@ -14,13 +14,17 @@
 
 #include "inject.h"
 
-enum { AN_DO_INJECTION = 1, AN_DO_PROBES = 2, AN_DO_EXPOSURE = 4, AN_DO_TELEMETRY = 8, AN_DO_ALL = 15 };
+enum { AN_DO_INJECTION = 1, AN_DO_PROBES = 2, AN_DO_EXPOSURE = 4, AN_DO_TELEMETRY = 8, AN_DO_INCIDENCE = 16,
+       AN_DO_ALL = 31 };
+/* What the clean, measuring pass feeds. */
+#define AN_DO_MEASURED (AN_DO_EXPOSURE | AN_DO_TELEMETRY | AN_DO_INCIDENCE)
 
 /* Gate overrides (Table 8); OVR_NONE is the trained gate. */
 enum { OVR_NONE, OVR_ROW_MEAN, OVR_SHUFFLED, OVR_REOPENED, OVR_KINDS };
 const char *override_name(int k); /* "trained", "row_mean", "shuffled", "reopened" */
 
 #define AN_MAX_DOSES 16
+#define AN_MAX_PCT 8
 
 typedef struct {
     const char *src;        /* run directory or checkpoint file */
@@ -36,6 +40,9 @@ typedef struct {
     int probe_junk, probe_cut;
     int top_tokens;         /* telemetry: tokens listed at each end */
     long min_count;         /* telemetry: occurrences a token needs to be listed */
+    int sink_positions;     /* incidence: leading key positions counted as the sink (4) */
+    double pct[AN_MAX_PCT]; /* incidence: quiet-band percentiles, ascending (10 20 30 50) */
+    int npct;
     const char *data;       /* NULL: the run's data directory */
     const char *out;        /* NULL: SRC/analysis (SRC's directory for a checkpoint file) */
     const char *vocab;      /* NULL: the data manifest's vocabulary */

@@ -28,6 +28,15 @@ typedef struct {
     double *tokens;      /* [L] tokens in mom */
     double *tok_gate;    /* [V] sum of gate values at each token */
     double *tok_n;       /* [V] gate values summed */
+    /* incidence (Table 12), per head [L*H] and per head and percentile [L*H*npct] */
+    int sink_pos, npct;
+    double pct[AN_MAX_PCT];
+    double *inc_rows;    /* query rows */
+    double *inc_sink;    /* mass on the sink positions */
+    double *inc_mass;    /* mass on the reads past the sink */
+    double *inc_content; /* their delivered content, sum a_ij ||read_j|| */
+    double *inc_qmass;   /* ... of it on the quiet band, per percentile */
+    double *inc_qcontent;
 } AnStats;
 
 typedef struct {
@@ -56,6 +65,8 @@ int an_hook_attention(void *ctx, Model *m, int layer, int B, const AttnArgs *aa,
 void an_override_head(real *P, const real *g, int T, int routing, int kind, uint64_t key, int *perm);
 
 int an_stats_alloc(AnStats *s, int L, int H, int C, int V);
+/* The incidence accumulators (after an_stats_alloc); pct ascending. */
+int an_incidence_alloc(AnStats *s, int sink_positions, const double *pct, int npct);
 void an_stats_free(AnStats *s);
 /* One layer of the measuring pass: P holds sequence b's probabilities. */
 void an_stats_sequence(AnCtx *c, int layer, int b, const real *P, const real *v, int vs, const real *g);

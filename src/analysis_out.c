@@ -72,7 +72,7 @@ static json_object *new_file(const char *kind) {
 }
 
 static int write_json(const AnRun *r, const char *kind, json_object *o, char *err, size_t errlen) {
-    put(o, "setup", setup_json(r));
+    if (!json_object_object_get_ex(o, "setup", NULL)) put(o, "setup", setup_json(r));
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.json", r->out_dir, kind);
     const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -313,11 +313,95 @@ static int write_telemetry(const AnRun *r, char *err, size_t errlen) {
     return write_json(r, "telemetry", o, err, errlen);
 }
 
+/* ---- incidence (Table 12) --------------------------------------------------- */
+
+/* Head-level incidence values (analysis_stats.c): NaN where the head's
+ * reads past the sink received no mass (or no content). */
+static double inc_sink(const AnStats *s, long lh) { return s->inc_sink[lh] / s->inc_rows[lh]; }
+static double inc_blind(const AnStats *s, long lh, int p) {
+    return s->inc_mass[lh] > 0 ? s->inc_qmass[lh * s->npct + p] / s->inc_mass[lh] / (s->pct[p] / 100) : NAN;
+}
+static double inc_content(const AnStats *s, long lh, int p) {
+    return s->inc_content[lh] > 0 ? s->inc_qcontent[lh * s->npct + p] / s->inc_content[lh] : NAN;
+}
+
+/* Mean over the heads of layers [l0, l1) of f (the heads where it is defined). */
+static double inc_mean(const AnStats *s, int l0, int l1, double (*f)(const AnStats *, long, int), int p) {
+    double sum = 0;
+    int n = 0;
+    for (long lh = (long)l0 * s->H; lh < (long)l1 * s->H; lh++) {
+        const double x = f(s, lh, p);
+        if (isfinite(x)) sum += x, n++;
+    }
+    return n ? sum / n : NAN;
+}
+
+static double inc_sink_p(const AnStats *s, long lh, int p) {
+    (void)p;
+    return inc_sink(s, lh);
+}
+
+/* The Table 12 values of heads [l0, l1) into o: sink mass (mean over heads;
+ * the heads all have the same rows), then per percentile the blind-mass
+ * ratio and the content share (means over heads). */
+static void inc_values(const AnStats *s, int l0, int l1, json_object *o) {
+    char key[64];
+    put(o, "sink_mass", jnum(inc_mean(s, l0, l1, inc_sink_p, 0)));
+    for (int p = 0; p < s->npct; p++) {
+        snprintf(key, sizeof key, "blind_mass_ratio_q%g", s->pct[p]);
+        put(o, key, jnum(inc_mean(s, l0, l1, inc_blind, p)));
+    }
+    for (int p = 0; p < s->npct; p++) {
+        snprintf(key, sizeof key, "content_share_q%g", s->pct[p]);
+        put(o, key, jnum(inc_mean(s, l0, l1, inc_content, p)));
+    }
+}
+
+static int write_incidence(const AnRun *r, char *err, size_t errlen) {
+    const AnStats *s = &r->stats;
+    const Arm *arm = r->m.arm;
+    const double rows = sum_of(s->rows, s->L);
+    json_object *o = new_file("incidence"), *layers = json_object_new_array();
+    json_object *setup = setup_json(r), *pct = json_object_new_array();
+    put(setup, "sink_positions", json_object_new_int(s->sink_pos));
+    for (int p = 0; p < s->npct; p++) json_object_array_add(pct, json_object_new_double(s->pct[p]));
+    put(setup, "percentiles", pct);
+    put(o, "setup", setup);
+    inc_values(s, 0, s->L, o);
+    put(o, "r0_ratio", jnum(pos0_ratio(s, -1)));
+    if (arm_has_phantom(arm)) put(o, "phantom_mass", jnum(sum_of(s->phantom, s->L) / rows));
+    for (int l = 0; l < s->L; l++) {
+        json_object *e = json_object_new_object(), *heads = json_object_new_array();
+        put(e, "layer", json_object_new_int(l));
+        inc_values(s, l, l + 1, e);
+        put(e, "r0_ratio", jnum(pos0_ratio(s, l)));
+        for (int h = 0; h < s->H; h++) {
+            const long lh = (long)l * s->H + h;
+            json_object *hd = json_object_new_object(), *bl = json_object_new_array(), *ct = json_object_new_array();
+            put(hd, "head", json_object_new_int(h));
+            put(hd, "sink_mass", jnum(inc_sink(s, lh)));
+            put(hd, "r0_ratio", jnum(s->rmed[lh] > 0 ? s->r0[lh] / s->rmed[lh] : NAN));
+            for (int p = 0; p < s->npct; p++) {
+                json_object_array_add(bl, jnum(inc_blind(s, lh, p)));
+                json_object_array_add(ct, jnum(inc_content(s, lh, p)));
+            }
+            put(hd, "blind_mass_ratio", bl);
+            put(hd, "content_share", ct);
+            json_object_array_add(heads, hd);
+        }
+        put(e, "heads", heads);
+        json_object_array_add(layers, e);
+    }
+    put(o, "layers", layers);
+    return write_json(r, "incidence", o, err, errlen);
+}
+
 int an_write_all(AnRun *r, char *err, size_t errlen) {
     if ((r->what & AN_DO_INJECTION) && write_injection(r, err, errlen)) return -1;
     if ((r->what & AN_DO_PROBES) && write_probes(r, err, errlen)) return -1;
     if ((r->what & AN_DO_EXPOSURE) && write_exposure(r, err, errlen)) return -1;
     if ((r->what & AN_DO_TELEMETRY) && write_telemetry(r, err, errlen)) return -1;
+    if ((r->what & AN_DO_INCIDENCE) && write_incidence(r, err, errlen)) return -1;
     return 0;
 }
 
@@ -410,6 +494,15 @@ void an_print_summary(const AnRun *r, FILE *f) {
             fprintf(f, ", gate mean %.3f, within-row SD %.3f", sum_of(s->gate_mean, s->L) / gr,
                     sum_of(s->gate_sd, s->L) / gr);
         }
+        fprintf(f, "\n");
+    }
+    if (r->what & AN_DO_INCIDENCE) {
+        fprintf(f, "incidence: sink mass %.3f, position-0 norm ratio %.2f", inc_mean(s, 0, s->L, inc_sink_p, 0),
+                pos0_ratio(s, -1));
+        for (int p = 0; p < s->npct; p++)
+            fprintf(f, "%s %g %.2f", p ? "," : "; blind-mass ratio at", s->pct[p], inc_mean(s, 0, s->L, inc_blind, p));
+        for (int p = 0; p < s->npct; p++)
+            fprintf(f, "%s %g %.3f", p ? "," : "; content share at", s->pct[p], inc_mean(s, 0, s->L, inc_content, p));
         fprintf(f, "\n");
     }
     fprintf(f, "\nwrote %s/\n", r->out_dir);

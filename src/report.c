@@ -1439,16 +1439,21 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
     else json_object_put(tt);
 
     static const char *titles[AN_KINDS] = {"Injection battery (Tables 6-7)", "Gate-override probes (Table 8)",
-                                           "Exposure (Table 9)", "Telemetry"};
+                                           "Exposure (Table 9)", "Telemetry", "Incidence (Table 12)"};
     static const char *notes[AN_KINDS] = {
         "Increase in validation loss (nats) over the uncorrupted model, by dose ε; mean over the seeds "
         "analysed (± SE when more than one).",
         "Validation loss (nats) under each gate override, by dose ε.",
         "Share of each attention row's mass on quiet reads (below the per-head median or 25th-percentile "
         "norm) and on the phantom.",
-        "Attention telemetry of the trained models (analysis/telemetry.json), mean over seeds."};
-    static const char *subheads[AN_KINDS] = {"Junk type (cutoff)", "Gate override", NULL, NULL};
-    static const char *colfmts[AN_KINDS] = {"ε=%g", "ε=%g", "%g", "%g"};
+        "Attention telemetry of the trained models (analysis/telemetry.json), mean over seeds.",
+        "Appendix F's incidence measurement on the trained models (analysis/incidence.json), mean over seeds: "
+        "attention mass on the sink positions; the position-0 read norm relative to other reads (median over "
+        "heads); per quiet-band percentile q, the share of the mass past the sink on reads below the head's "
+        "q-th percentile norm divided by q/100 (blind-mass ratio: 1 for norm-blind routing) and the share of the "
+        "delivered content ||a_ij read_j|| through them (content share); means over heads."};
+    static const char *subheads[AN_KINDS] = {"Junk type (cutoff)", "Gate override", NULL, NULL, NULL};
+    static const char *colfmts[AN_KINDS] = {"ε=%g", "ε=%g", "%g", "%g", "%g"};
     int bad_an = 0;
     for (int k = 0; k < AN_KINDS; k++) {
         agg_collect(rs, k, &ag[k], &bad_an, &bad_runs);
@@ -1492,6 +1497,21 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
                              "(no bar: a single seed)", &md, sum, &problems);
         }
         if (ag[AN_INJECTION].n) figure2(&gr, &ag[AN_INJECTION], figdir, &md, sum, &problems);
+        const Agg *inc = &ag[AN_INCIDENCE];
+        if (inc->n) {
+            tel_across_tiers(&gr, inc, "sink_mass", figdir, "fig4a-sink-mass", "Mass on the sink positions across scale",
+                             "attention mass on the sink positions",
+                             "Figure 4(a): the attention mass on the sink positions (the first four by default), "
+                             "mean over seeds ± SE", &md, sum, &problems);
+            tel_across_tiers(&gr, inc, "blind_mass_ratio_q30", figdir, "fig4b-blind-mass-ratio",
+                             "Quiet-read mass against norm-blind routing", "blind-mass ratio at the 30th percentile",
+                             "Figure 4(b): the blind-mass ratio at the 30th percentile (1: routing blind to read "
+                             "norms, 0: quiet reads avoided), mean over seeds ± SE", &md, sum, &problems);
+            tel_across_tiers(&gr, inc, "content_share_q30", figdir, "fig4c-content-share",
+                             "Content through the quiet band", "content share at the 30th percentile",
+                             "Figure 4(c): the share of delivered content through the reads below the 30th "
+                             "percentile norm, mean over seeds ± SE", &md, sum, &problems);
+        }
         if (tel->n) figure5(&gr, tel, figdir, &md, sum, &problems);
         if (o->curves) curves(rs, figdir, &md, sum, &problems);
     }

@@ -15,7 +15,7 @@
 #include "errmsg.h"
 #include "fsutil.h"
 
-const char *const analysis_names[AN_KINDS] = {"injection", "probes", "exposure", "telemetry"};
+const char *const analysis_names[AN_KINDS] = {"injection", "probes", "exposure", "telemetry", "incidence"};
 const ZeroShotField zeroshot_fields[ZS_VALUES] = {
     {ZS_LAMBADA, "accuracy", 1},           {ZS_LAMBADA, "perplexity", 0},
     {ZS_HELLASWAG, "accuracy", 1},         {ZS_HELLASWAG, "accuracy_norm", 1},

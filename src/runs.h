@@ -25,7 +25,7 @@
 
 typedef enum { RUN_DONE, RUN_FAILED, RUN_UNFINISHED, RUN_CORRUPT } RunStatus;
 
-enum { AN_INJECTION, AN_PROBES, AN_EXPOSURE, AN_TELEMETRY, AN_KINDS };
+enum { AN_INJECTION, AN_PROBES, AN_EXPOSURE, AN_TELEMETRY, AN_INCIDENCE, AN_KINDS };
 extern const char *const analysis_names[AN_KINDS];
 
 /* Zero-shot evaluations (the files: zeroshot.h's tasks, named by

@@ -326,8 +326,8 @@ static int parse_group(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepGrou
 
 /* ---- analyses: sgtrain analyze on finished runs ---------------------------------------- */
 
-const char *const sweep_analysis_kinds[AN_K_COUNT] = {"injection", "probes",  "exposure",  "telemetry",
-                                                       "lambada",   "hellaswag", "wikitext"};
+const char *const sweep_analysis_kinds[AN_K_COUNT] = {"injection", "probes",    "exposure", "telemetry",
+                                                       "incidence", "lambada",   "hellaswag", "wikitext"};
 static const char *const junk_kinds[] = {"structured", "same_context", "gaussian", "random_direction", "own_direction"};
 enum { JK_STRUCTURED = 0, JK_OWN_DIRECTION = 4, JK_COUNT = 5 };
 static const char *const cutoff_kinds[] = {"median", "q25"};
@@ -335,13 +335,14 @@ static const char *const cutoff_kinds[] = {"median", "q25"};
 /* sgtrain analyze's flags that an entry may give, in its --help order (the
  * keys take '_' or '-'; the command line gets '-'). */
 enum { F_WHAT, F_BATCHES, F_BATCH_SIZE, F_SEQ_LEN, F_SEED, F_JUNK, F_CUTOFFS, F_DOSES, F_PROBE_DOSE, F_PROBE_JUNK,
-       F_PROBE_CUTOFF, F_TOP_TOKENS, F_MIN_COUNT, F_THREADS, F_COUNT };
-static const char *const flag_keys[F_COUNT] = {"what", "batches", "batch_size", "seq_len", "seed", "junk", "cutoffs",
-                                               "doses", "probe_dose", "probe_junk", "probe_cutoff", "top_tokens",
-                                               "min_count", "threads"};
+       F_PROBE_CUTOFF, F_TOP_TOKENS, F_MIN_COUNT, F_SINK_POSITIONS, F_PERCENTILES, F_THREADS, F_COUNT };
+static const char *const flag_keys[F_COUNT] = {"what",         "batches",        "batch_size",   "seq_len",
+                                               "seed",         "junk",           "cutoffs",      "doses",
+                                               "probe_dose",   "probe_junk",     "probe_cutoff", "top_tokens",
+                                               "min_count",    "sink_positions", "percentiles",  "threads"};
 #define FLAG_KEYS_TEXT                                                                                            \
     "what, batches, batch_size, seq_len, seed, junk, cutoffs, doses, probe_dose, probe_junk, probe_cutoff, "      \
-    "top_tokens, min_count, threads"
+    "top_tokens, min_count, sink_positions, percentiles, threads"
 
 static void join_names(const char *const *names, int n, char *out, size_t cap) {
     out[0] = 0;
@@ -442,7 +443,7 @@ static int get_dose(P *p, yaml_node_t *n, const char *what, const char *s, doubl
 typedef struct {
     yaml_node_t *node[F_COUNT]; /* the values given; NULL: sgtrain's default */
     char value[F_COUNT][512];   /* as sgtrain takes them; "" leaves the flag out */
-    int what, junk_mask, junk_all, batch_size, probe_junk;
+    int what, junk_mask, junk_all, batch_size, probe_junk, seq_len, sink_positions;
     double probe_dose;
 } AnFlags;
 
@@ -512,15 +513,36 @@ static int parse_an_flags(P *p, yaml_node_t *n, const SweepGroup *g, AnFlags *f)
                 return fail_at(p, v, "seq_len %ld exceeds the context of group %s (%s: %d tokens)", x, g->name, g->tier,
                                g->block_size);
             snprintf(val, cap, "%ld", x);
+            f->seq_len = (int)x;
             break;
+        case F_PERCENTILES: {
+            if (get_words(p, v, "percentiles", w, &nw)) return -1;
+            if (nw > 8) return fail_at(p, v, "percentiles: at most 8, got %d", nw);
+            double q[8];
+            for (int i = 0; i < nw; i++) {
+                char *end;
+                errno = 0;
+                q[i] = strtod(w[i].text, &end);
+                if (errno || end == w[i].text || *end || !(q[i] > 0 && q[i] < 100))
+                    return fail_at(p, w[i].node, "percentiles: expected a percentile between 0 and 100 (exclusive), "
+                                                 "got \"%s\"", w[i].text);
+                for (int j = 0; j < i; j++)
+                    if (q[j] == q[i]) return fail_at(p, w[i].node, "percentiles: %s is listed twice", w[i].text);
+                size_t len = strlen(val);
+                snprintf(val + len, cap - len, "%s%s", i ? "," : "", w[i].text);
+            }
+            break;
+        }
         default: {
             static const long lo[F_COUNT] = {[F_BATCHES] = 1, [F_BATCH_SIZE] = 1, [F_SEED] = 0, [F_TOP_TOKENS] = 0,
-                                             [F_MIN_COUNT] = 1, [F_THREADS] = 1};
+                                             [F_MIN_COUNT] = 1, [F_SINK_POSITIONS] = 0, [F_THREADS] = 1};
             static const long hi[F_COUNT] = {[F_BATCHES] = 100000, [F_BATCH_SIZE] = 4096, [F_SEED] = LONG_MAX,
-                                             [F_TOP_TOKENS] = 10000, [F_MIN_COUNT] = 1L << 40, [F_THREADS] = 4096};
+                                             [F_TOP_TOKENS] = 10000, [F_MIN_COUNT] = 1L << 40,
+                                             [F_SINK_POSITIONS] = 1L << 20, [F_THREADS] = 4096};
             if (get_int(p, v, key, lo[id], hi[id], &x)) return -1;
             snprintf(val, cap, "%ld", x);
             if (id == F_BATCH_SIZE) f->batch_size = (int)x;
+            if (id == F_SINK_POSITIONS) f->sink_positions = (int)x;
         }
         }
     }
@@ -728,9 +750,15 @@ static int parse_analysis(P *p, yaml_node_t *k, yaml_node_t *n, Sweep *s, SweepA
     AnFlags f;
     memset(&f, 0, sizeof f);
     f.junk_all = 1, f.junk_mask = (1 << JK_COUNT) - 1, f.batch_size = 8, f.probe_junk = JK_STRUCTURED,
-    f.probe_dose = 0.2;
+    f.probe_dose = 0.2, f.seq_len = g->block_size, f.sink_positions = 4;
     if (flags && parse_an_flags(p, flags, g, &f)) return -1;
     e->what = f.what;
+    if ((!f.what || (f.what >> AN_K_INCIDENCE & 1)) && f.seq_len - f.sink_positions < 2)
+        return fail_at(p, f.node[F_SINK_POSITIONS] ? f.node[F_SINK_POSITIONS] : f.node[F_SEQ_LEN],
+                       "analysis %s: incidence needs at least 2 reads past the %d sink positions, and sequences of %d "
+                       "tokens have %d: lower sink_positions, raise seq_len, or list what without incidence",
+                       e->name, f.sink_positions, f.seq_len,
+                       f.seq_len > f.sink_positions ? f.seq_len - f.sink_positions : 0);
     for (int i = 0; i < e->n_arms; i++) {
         const Arm *a = arm_at(e->arms[i]);
         const int gated = a->filter != FILTER_NONE, proj = a->filter == FILTER_PROJ;

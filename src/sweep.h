@@ -65,7 +65,7 @@ typedef struct {
 /* The files an analysis writes, RUN/analysis/NAME.json: bits 1 << AN_K_*.
  * sgtrain analyze writes the first AN_K_ANALYZE, sgtrain zeroshot one of
  * the others (its --task). */
-enum { AN_K_INJECTION, AN_K_PROBES, AN_K_EXPOSURE, AN_K_TELEMETRY, AN_K_ANALYZE,
+enum { AN_K_INJECTION, AN_K_PROBES, AN_K_EXPOSURE, AN_K_TELEMETRY, AN_K_INCIDENCE, AN_K_ANALYZE,
        AN_K_LAMBADA = AN_K_ANALYZE, AN_K_HELLASWAG, AN_K_WIKITEXT, AN_K_COUNT };
 extern const char *const sweep_analysis_kinds[AN_K_COUNT]; /* "injection", "probes", ..., "lambada", ... */
 
@@ -84,7 +84,7 @@ typedef struct {
     long *seeds;                 /* the selected seeds (every selected arm has each) */
     int n_seeds, all_seeds;      /* all_seeds: every seed of each arm */
     int what;                    /* bits 1 << AN_K_*; 0: everything the arm has (sgtrain's default) */
-    SweepFlag flags[16];         /* in the command's --help order */
+    SweepFlag flags[24];         /* in the command's --help order */
     int n_flags;
     Resources res;
     int throttle;

@@ -33,8 +33,8 @@ for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo 
     "$MK" --write-ckpt "$d" $arm "$W/data"
     "$SG" export "$d" -o "$d/model.safetensors" 2>/dev/null
     expect 0 "wrote .*/$arm/analysis" -- "$SG" analyze "$d" --batches 2 --batch-size 3 --seq-len 16 --top-tokens 5 --min-count 2
-    case $arm in normgate|renorm|projgate|combo|combo2) want="exposure injection probes telemetry" ;;
-                 *) want="exposure injection telemetry" ;; esac
+    case $arm in normgate|renorm|projgate|combo|combo2) want="exposure incidence injection probes telemetry" ;;
+                 *) want="exposure incidence injection telemetry" ;; esac
     check '[ "$(cd "$d/analysis" && ls *.json | sed "s/.json//" | sort | xargs)" = "$want" ]' "$arm: analysis files $want"
     n=$(json "$d/analysis/injection.json" "len(d['results'])")
     case $arm in projgate|combo2) nw=40 ;; *) nw=32 ;; esac
@@ -46,8 +46,13 @@ for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo 
 done
 # other settings: a shorter context, other doses, cutoffs and probe condition
 d=$W/combo2
+# (incidence: 9 reads past 2 sink positions, so the 25th and 50th
+# percentiles fall on order statistics: a read at the cut is not below it)
 "$SG" analyze "$d" --out "$d/analysis" --batches 3 --batch-size 2 --seq-len 11 --doses 0.3,2.5 --cutoffs q25 \
-    --probe-dose 0.6 --probe-junk gaussian --probe-cutoff q25 --seed 9 --quiet
+    --probe-dose 0.6 --probe-junk gaussian --probe-cutoff q25 --seed 9 --sink-positions 2 --percentiles 50,25 --quiet
+got=$(json "$d/analysis/incidence.json" 'json.dumps([d["setup"]["sink_positions"], d["setup"]["percentiles"], sorted(k for k in d if k.startswith("blind"))])')
+check '[ "$got" = "[2, [25.0, 50.0], [\"blind_mass_ratio_q25\", \"blind_mass_ratio_q50\"]]" ]' \
+    "incidence: --sink-positions and --percentiles (kept ascending) in the file: $got"
 if [ $have_ref = 1 ]; then
     out=$("$PY" "$ROOT/tests/analysis/ref_analysis.py" "$d" "$d/model.safetensors" "$W/data" 2>&1)
     check 'grep -qE "ref_analysis: [0-9]+ passed, 0 failed" <<<"$out"' "combo2, other settings: NumPy reference"$'\n'"$out"
@@ -66,7 +71,7 @@ strip() { json "$1" "json.dumps({k: v for k, v in d.items() if k != 'setup'} | {
 OMP_NUM_THREADS=1 "$SG" analyze "$W/combo2" --out "$W/rep1" $A
 OMP_NUM_THREADS=2 "$SG" analyze "$W/combo2" --out "$W/rep2" $A
 "$SG" analyze "$W/combo2" --out "$W/rep3" $A --seed 2
-for f in injection probes exposure telemetry; do
+for f in injection probes exposure telemetry incidence; do
     check '[ "$(strip "$W/rep1/$f.json")" = "$(strip "$W/rep2/$f.json")" ]' "$f.json identical with 1 and 2 threads"
 done
 check '[ "$(strip "$W/rep1/injection.json")" != "$(strip "$W/rep3/injection.json")" ]' "--seed changes the junk draws"
@@ -83,6 +88,9 @@ check '[ ! -e "$W/no1" ] && [ ! -e "$W/no2" ] && [ ! -e "$W/no3" ] && [ ! -e "$W
 expect 0 "wrote" -- "$SG" analyze "$W/sinklogit" --out "$W/auto" --batches 1 --batch-size 2 --seq-len 8 --doses 0.4
 check '[ ! -e "$W/auto/probes.json" ] && ! grep -q own_direction "$W/auto/injection.json"' "defaults skip what the arm lacks"
 expect 0 "wrote" -- "$SG" analyze "$W/baseline" --batch-size 1 --junk gaussian,random_direction --out "$W/b1" --batches 1
+# unnamed, incidence is left out where the sequences are too short for it
+expect 0 "wrote" -- "$SG" analyze "$W/baseline" --seq-len 5 --out "$W/short" --batches 1 --batch-size 2
+check '[ -s "$W/short/telemetry.json" ] && [ ! -e "$W/short/incidence.json" ]' "--seq-len 5: every analysis but incidence"
 
 # --- bad flags ------------------------------------------------------------------
 sum_before=$(cat "$W/combo2/analysis/"*.json | md5sum)
@@ -106,6 +114,17 @@ expect 2 "--threads: expected an integer" -- "$SG" analyze "$R" --threads 0
 expect 2 "--seq-len: expected an integer" -- "$SG" analyze "$R" --seq-len 1
 expect 2 "--seq-len 17 exceeds the model's context of 16" -- "$SG" analyze "$R" --seq-len 17
 expect 2 "--probe-dose: expected a dose" -- "$SG" analyze "$R" --probe-dose nan
+expect 2 "--percentiles: expected percentiles between 0 and 100 \(exclusive\), got '0'" -- "$SG" analyze "$R" --percentiles 0
+expect 2 "--percentiles: expected percentiles between 0 and 100 \(exclusive\), got '100'" -- "$SG" analyze "$R" --percentiles 30,100
+expect 2 "--percentiles: expected percentiles .*got 'x'" -- "$SG" analyze "$R" --percentiles 30,x
+expect 2 "--percentiles: 30 is listed twice" -- "$SG" analyze "$R" --percentiles 30,30
+expect 2 "--percentiles: at most 8" -- "$SG" analyze "$R" --percentiles 1,2,3,4,5,6,7,8,9
+expect 2 "--percentiles: empty list" -- "$SG" analyze "$R" --percentiles ,
+expect 2 "--sink-positions: expected an integer" -- "$SG" analyze "$R" --sink-positions -1
+expect 2 "--what: unknown 'incidences'" -- "$SG" analyze "$R" --what incidence,incidences
+expect 2 "incidence needs at least 2 reads past the 4 sink positions; sequences of 5 tokens have 1" -- \
+    "$SG" analyze "$R" --what incidence --seq-len 5
+expect 2 "incidence needs at least 2 reads past the 16 sink positions" -- "$SG" analyze "$R" --what incidence --sink-positions 16
 expect 0 "batch-size" -- "$SG" analyze --help
 
 # --- bad runs, checkpoints and data -----------------------------------------------
@@ -140,6 +159,8 @@ check 'grep -q "Injection battery" "$W/report/report.md" && grep -q "structured 
 check 'grep -q "Gate-override probes" "$W/report/report.md" && grep -q "row_mean" "$W/report/report.md"' "the report's probes table"
 check 'grep -qi "exposure" "$W/report/report.md" && grep -q "quiet_median" "$W/report/tables/exposure.csv"' "the exposure table"
 check 'grep -q "gate_within_row_sd" "$W/report/tables/telemetry.csv"' "the telemetry table"
+check 'grep -q "## Incidence (Table 12)" "$W/report/report.md" && grep -q ",blind_mass_ratio_q30," "$W/report/tables/incidence.csv"' \
+    "the incidence table (Table 12's columns)"
 check 'grep -q "^None: every run finished and was read" "$W/report/report.md"' "no problems reported"
 # the figures drawn from telemetry.json: Figure 5's points are the files' own numbers
 expect 0 "2 runs" -- "$REP" --out "$W/report-fig" "$W/study"
@@ -151,6 +172,12 @@ dat_row() { # figure, arm label, telemetry value: the row has it (to the .dat's 
 }
 check 'dat_row fig5a-sink-mass-test baseline "$(tnum baseline pos0_mass)" && dat_row fig5a-sink-mass-test "norm gate" "$(tnum normgate pos0_mass)"' \
     "Figure 5(a) from real telemetry: each arm's pos0_mass as telemetry.json has it ($(tnum baseline pos0_mass), $(tnum normgate pos0_mass)), no phantom on these arms"
+inum() { sed -nE "s/^  \"$2\": ?([^,]*),?$/\1/p" "$W/study/test/$1-s0/analysis/incidence.json"; }
+check 'awk -v b="$(inum baseline blind_mass_ratio_q30)" -v g="$(inum normgate blind_mass_ratio_q30)" "
+        /^\"test\" / { ok = NF == 5 && (\$2 - b)^2 <= (1e-7 * b)^2 && (\$4 - g)^2 <= (1e-7 * g)^2 && \$3 == \"NaN\" } END { exit !ok }" \
+        "$W/report-fig/figures/fig4b-blind-mass-ratio.dat"' \
+    "Figure 4(b) from real incidence files: each arm's blind_mass_ratio_q30 ($(inum baseline blind_mass_ratio_q30), $(inum normgate blind_mass_ratio_q30)), one seed so no bar"
+check '[ -s "$W/report-fig/figures/fig4a-sink-mass.dat" ] && [ -s "$W/report-fig/figures/fig4c-content-share.dat" ]' "Figure 4(a) and 4(c)"
 check '[ -s "$W/report-fig/figures/fig1c-gate-spread.dat" ] && [ ! -e "$W/report-fig/figures/fig1b-phantom-mass.dat" ]' \
     "Figure 1(c) for the gated arm; no Figure 1(b) without a phantom arm"
 finish

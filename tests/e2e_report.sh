@@ -12,7 +12,7 @@ REP=$(cd "$B" && pwd)/sgreport
 SG=$(cd "$B" && pwd)/sgtrain
 SYN=$(cd "$B" && pwd)/sgsynth
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 E2E_NAME=e2e_report
 source "$(dirname "$0")/lib.sh"
 png_size() { od -An -tu1 -j16 -N8 "$1" | awk '{ printf "%dx%d", $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8 }'; }
@@ -77,6 +77,18 @@ tel 10M normgate 1 '"pos0_mass": 0.36, "gate_within_row_sd": 0.07, "gate_mean": 
 tel 124M sinklogit 0 '"pos0_mass": 0.03, "phantom_mass": 0.45, "pos0_norm_ratio": 1.0'
 tel 124M combo2 0 '"pos0_mass": 0.02, "phantom_mass": 0.5, "gate_within_row_sd": 0.12'
 tel 124M normgate 0 '"gate_within_row_sd": 0.09'
+# incidence for Table 12 and Figure 4 (by hand: 0.36, 0.38 -> 0.37 ± 0.01;
+# 1.03, 1.13 -> 1.08 ± 0.05; 0.258, 0.262 -> 0.26 ± 0.002), with the per-layer
+# detail the report does not read
+inc() { # tier arm seed "key: value, ..."
+    mkdir -p "$S/fineweb-$1/$2/s$3/analysis"
+    printf '{"kind": "incidence", "version": 1, "setup": {"sink_positions": 4, "percentiles": [30]}, %s, "layers": [{"layer": 0, "sink_mass": 9}]}\n' "$4" \
+        >"$S/fineweb-$1/$2/s$3/analysis/incidence.json"
+}
+inc 10M baseline 0 '"sink_mass": 0.36, "blind_mass_ratio_q30": 1.03, "content_share_q30": 0.258, "r0_ratio": 0.14'
+inc 10M baseline 1 '"sink_mass": 0.38, "blind_mass_ratio_q30": 1.13, "content_share_q30": 0.262, "r0_ratio": 0.16'
+inc 124M baseline 0 '"sink_mass": 0.39, "blind_mass_ratio_q30": 1.18, "content_share_q30": 0.273, "r0_ratio": 0.09'
+inc 124M sinklogit 0 '"sink_mass": 0.05, "blind_mass_ratio_q30": 1.5, "content_share_q30": 0.3, "r0_ratio": 0.9, "phantom_mass": 0.4'
 
 # zero-shot files for Tables 10 and 11 (means ± SD over seeds by hand:
 # 0.18, 0.19, 0.176 -> 0.182 ± 0.0072; 0.18, 0.19 -> 0.185 ± 0.0071), with
@@ -209,6 +221,24 @@ dat_is fig5b-pos0-norm-124M <<EOF
 "combo2" NaN NaN
 EOF' "Figure 5 at 124M: single seeds without bars; an arm with none of its measurements (norm gate) left out"
 check '! ls $W/r1/figures | grep -q "fig5.-.*350M"' "no Figure 5 for a tier without telemetry"
+check 'dat_is fig4a-sink-mass <<EOF
+"fineweb 10M" 0.37 0.01 NaN NaN
+"124M" 0.39 NaN 0.05 NaN
+EOF
+dat_is fig4b-blind-mass-ratio <<EOF
+"fineweb 10M" 1.08 0.05 NaN NaN
+"124M" 1.18 NaN 1.5 NaN
+EOF
+dat_is fig4c-content-share <<EOF
+"fineweb 10M" 0.26 0.002 NaN NaN
+"124M" 0.273 NaN 0.3 NaN
+EOF' "Figure 4 (a)-(c): sink mass, blind-mass ratio and content share at the 30th percentile per tier, mean ± SE over seeds by hand"
+check 'grep -qF "## Incidence (Table 12)" $W/r1/report.md &&
+       grep -qxF "| fineweb 10M | baseline | 0.3700 ± 0.0100 (2 seeds) | 1.0800 ± 0.0500 (2 seeds) | 0.2600 ± 0.0020 (2 seeds) | 0.1500 ± 0.0100 (2 seeds) | – |" $W/r1/report.md &&
+       grep -qxF "| 124M | sink logit | 0.0500 | 1.5000 | 0.3000 | 0.9000 | 0.4000 |" $W/r1/report.md' \
+    "report.md: Table 12's row for the 10M baseline (two seeds, mean ± SE; no phantom)"
+check 'awk -F, "\$1 == \"fineweb 10M\" && \$2 == \"baseline\" && \$3 == \"blind_mass_ratio_q30\" && \$4 == 2 && (\$5 - 1.08)^2 < 1e-24 && (\$6 - 0.05)^2 < 1e-24 { ok = 1 } END { exit !ok }" $W/r1/tables/incidence.csv' \
+    "tables/incidence.csv: the 10M baseline's blind-mass ratio, 1.08 ± 0.05 at full precision"
 if [ $have_gnuplot -eq 1 ]; then
     for f in fig1b-phantom-mass fig1c-gate-spread fig5a-sink-mass-fineweb_10M fig5b-pos0-norm-fineweb_10M; do
         check "[ -s $W/r1/figures/$f.png ] && [ -s $W/r1/figures/$f.svg ]" "figure $f as PNG and SVG"

@@ -37,7 +37,7 @@ check '[ "$(grep -cE "^analyze:zeroshot-(lambada|hellaswag|wikitext)/[a-z0-9]+-s
 check 'grep -qx "build/sgtrain zeroshot runs/paper/fineweb-124M/combo-s2 --task hellaswag --file data/eval/hellaswag_val.jsonl" <<<"$plan" && grep -qx "build/sgtrain zeroshot runs/paper/fineweb-124M/baseline-s0 --task wikitext --file data/eval/wiki.test.raw" <<<"$plan"' "paper.yaml: the exact sgtrain zeroshot commands"
 check 'grep -q -- "--job-name=paper.analyze:fineweb-124M --array=0,3,6,9,12,15 --dependency=aftercorr:JOBID_OF_fineweb-124M --kill-on-invalid-dep=yes " <<<"$plan"' "paper.yaml: analysis task k waits for training task k (aftercorr, the same array ids)"
 check 'grep -q -- "--job-name=paper.analyze:fineweb-350M --array=0-3 .*--ntasks-per-node=1 --gpus-per-node=1 --cpus-per-task=8 " <<<"$plan"' "paper.yaml: a 350M analysis takes one GPU"
-check 'grep -qx "build/sgtrain analyze runs/paper/fineweb-124M/combo2-s0 --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-50M/normgate-s0 --what injection,exposure,telemetry --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-350M/combo-s0 --what injection,telemetry --seq-len 1024" <<<"$plan"' "paper.yaml: the exact sgtrain analyze commands (all at 124M, exposure at 50M; 512 tokens, 1024 at 350M)"
+check 'grep -qx "build/sgtrain analyze runs/paper/fineweb-124M/combo2-s0 --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-50M/normgate-s0 --what injection,exposure,telemetry,incidence --seq-len 512" <<<"$plan" && grep -qx "build/sgtrain analyze runs/paper/fineweb-350M/combo-s0 --what injection,telemetry,incidence --seq-len 1024" <<<"$plan"' "paper.yaml: the exact sgtrain analyze commands (all at 124M, exposure at 50M, incidence everywhere; 512 tokens, 1024 at 350M)"
 check 'grep -qE "^analyze:fineweb-124M/combo2-s0 +analyze +124M +combo2 +0 +15 .* fineweb-124M/combo2-s0 +waiting" <<<"$plan"' "plan: an analysis row names its training run and waits for it"
 check '[ ! -e runs/paper ]' "plan writes nothing"
 expect 0 "^sweep demo: 6 training tasks in 1 groups, 3 analysis tasks" -- "$SW" plan sweeps/demo.yaml
@@ -263,9 +263,25 @@ EOF
 badan anpjunk 'anpjunk.yaml:8:53: analysis g: probe_junk own_direction needs a projection gate \(projgate, combo2\), and normgate has a norm gate' <<'EOF'
   g: {arms: [combo2, normgate], flags: {probe_junk: own_direction}}
 EOF
-badan anwhat 'anwhat.yaml:9:31: what: unknown "plots" \(known: injection, probes, exposure, telemetry, or all\)' <<'EOF'
+badan anwhat 'anwhat.yaml:9:31: what: unknown "plots" \(known: injection, probes, exposure, telemetry, incidence, or all\)' <<'EOF'
   g:
     flags: {what: [injection, plots]}
+EOF
+badan anpct 'anpct.yaml:9:31: percentiles: expected a percentile between 0 and 100 \(exclusive\), got "100"' <<'EOF'
+  g:
+    flags: {percentiles: [30, 100]}
+EOF
+badan anpct2 'anpct2.yaml:9:31: percentiles: 30 is listed twice' <<'EOF'
+  g:
+    flags: {percentiles: [30, 30]}
+EOF
+badan anincshort 'anincshort.yaml:9:22: analysis g: incidence needs at least 2 reads past the 4 sink positions, and sequences of 5 tokens have 1: lower sink_positions, raise seq_len, or list what without incidence' <<'EOF'
+  g:
+    flags: {seq_len: 5}
+EOF
+badan ansink 'ansink.yaml:9:48: analysis g: incidence needs at least 2 reads past the 15 sink positions, and sequences of 16 tokens have 1' <<'EOF'
+  g:
+    flags: {what: [incidence], sink_positions: 15}
 EOF
 badan anbatch 'anbatch.yaml:9:25: analysis g: structured junk is a read from another sequence of the batch, so batch_size must be at least 2' <<'EOF'
   g:
@@ -389,12 +405,12 @@ analyses:
   small:                       # seed 0 of baseline and combo2: everything each arm has
     flags: {batches: 1, batch_size: 2, doses: [0.4]}
   broken:
-    flags: {what: [telemetry], batches: 1}
+    flags: {what: [telemetry, incidence], batches: 1, sink_positions: 2, percentiles: [30, 10]}
 report: {figures: false}
 EOF
 plan=$("$SW" plan "$W/s.yaml")
 check 'grep -q "6 training tasks in 3 groups, 3 analysis tasks in 2 analyses" <<<"$plan"' "the sweep with analyses expands"
-check 'grep -qxF "$SG analyze $W/runs/small/combo2-s0 --batches 1 --batch-size 2 --doses 0.4" <<<"$plan" && grep -qxF "$SG analyze $W/runs/broken/projgate-s0 --what telemetry --batches 1" <<<"$plan"' "plan shows the exact sgtrain analyze commands"
+check 'grep -qxF "$SG analyze $W/runs/small/combo2-s0 --batches 1 --batch-size 2 --doses 0.4" <<<"$plan" && grep -qxF "$SG analyze $W/runs/broken/projgate-s0 --what telemetry,incidence --batches 1 --sink-positions 2 --percentiles 30,10" <<<"$plan"' "plan shows the exact sgtrain analyze commands"
 check 'grep -q -- "--job-name=t.analyze:small --array=0,2 --dependency=aftercorr:JOBID_OF_small --kill-on-invalid-dep=yes " <<<"$plan"' "plan: the analysis array waits task by task for the training array"
 # interrupt the long task: SIGINT to sgsweep asks sgtrain to checkpoint; exit 75
 "$SW" run "$W/s.yaml" --local >"$W/run1.log" 2>&1 &
@@ -409,7 +425,7 @@ order=$(grep -oE "\] (small [a-z0-9]+ seed [0-9]|analyze:small/[a-z0-9-]+) \(new
 check '[ "$order" = "] small baseline seed 0 (new)|] analyze:small/baseline-s0 (new)|] small baseline seed 1 (new)|] small combo2 seed 0 (new)|] analyze:small/combo2-s0 (new)|] small combo2 seed 1 (new)|" ]' "run: each analysis right after its training run ($order)"
 check 'grep -q "analyze:broken/projgate-s0 skipped: its training run failed" $W/run1.log && [ ! -e $W/runs/broken/projgate-s0/analysis ]' "the analysis of a failed run is skipped and named, not run"
 a=$W/runs/small
-check '[ -f $a/baseline-s0/analysis/injection.json ] && [ -f $a/baseline-s0/analysis/exposure.json ] && [ -f $a/baseline-s0/analysis/telemetry.json ] && [ ! -e $a/baseline-s0/analysis/probes.json ] && [ -f $a/combo2-s0/analysis/probes.json ] && [ ! -e $a/baseline-s1/analysis ]' "without what, each arm gets every analysis it has (probes for combo2's gate only); seed 1 is not analysed"
+check '[ -f $a/baseline-s0/analysis/injection.json ] && [ -f $a/baseline-s0/analysis/exposure.json ] && [ -f $a/baseline-s0/analysis/telemetry.json ] && [ -f $a/baseline-s0/analysis/incidence.json ] && [ ! -e $a/baseline-s0/analysis/probes.json ] && [ -f $a/combo2-s0/analysis/probes.json ] && [ ! -e $a/baseline-s1/analysis ]' "without what, each arm gets every analysis it has (probes for combo2's gate only); seed 1 is not analysed"
 check '[ -s $W/runs/logs/analysis/small-combo2-s0.log ] && grep -q "analyze .*combo2-s0 (combo2" $W/runs/logs/analysis/small-combo2-s0.log' "an analysis logs to OUT/logs/analysis/ENTRY-ARM-sSEED.log"
 expect 1 "done .*failed|failed" -- "$SW" status "$W/s.yaml"
 st=$("$SW" status "$W/s.yaml")
@@ -430,7 +446,8 @@ check '[ "$(stat -c %Y.%s $W/runs/small/*/result.json | md5sum)" = "$stamp" ]' "
 sed -i 's/lr: 1e30, lr_min: 0, warmup: 0, ckpt_every: 5/lr: 6e-4, warmup: 2/' "$W/s.yaml"
 expect 0 "moved .*broken/projgate-s0 aside to .*projgate-s0.failed-1" -- "$SW" rerun "$W/s.yaml" --local --fresh
 check '[ -f $W/runs/broken/projgate-s0/result.json ] && [ -f $W/runs/broken/projgate-s0.failed-1/failed.json ]' "the fresh rerun finishes; the failed attempt is kept"
-check '[ "$(ls $W/runs/broken/projgate-s0/analysis 2>&1)" = telemetry.json ]' "rerun: the analysis of the rerun training run follows it (what: telemetry only)"
+check '[ "$(ls $W/runs/broken/projgate-s0/analysis 2>&1 | xargs)" = "incidence.json telemetry.json" ] && grep -q "\"blind_mass_ratio_q10\"" $W/runs/broken/projgate-s0/analysis/incidence.json' \
+    "rerun: the analysis of the rerun training run follows it (what: telemetry and incidence, at the 10th and 30th percentiles)"
 expect 0 "no failed task" -- "$SW" rerun "$W/s.yaml" --local
 expect 0 "0 run now, 6 already done, 0 failed" -- "$SW" run "$W/s.yaml" --local
 expect 0 "analyses: 0 run now, 3 already done, 0 failed, 0 skipped" -- "$SW" run "$W/s.yaml" --local

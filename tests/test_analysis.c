@@ -310,6 +310,53 @@ static void test_stats_hand(void) {
     an_stats_free(&s);
 }
 
+/* Incidence on a hand case: H = 1, d = 1, T = 6, sink positions 2 (keys 0
+ * and 1); the reads past the sink, j = 2..5, have norms 3, 2, 5, 1.5, so the
+ * 50th percentile is 2.5 (quiet: j3, j5) and the 25th 1.875 (quiet: j5). */
+static void test_incidence_hand(void) {
+    const real v[6] = {4, -1, 3, -2, 5, 1.5f}, g[6] = {0.9f, 0.2f, 0.5f, 0.7f, 0.4f, 0.8f};
+    const real P[42] = {1,    0,    0,    0,    0,    0,    0,    /* row i: keys 0..5, then the phantom */
+                        0.5f, 0.5f, 0,    0,    0,    0,    0,    /**/
+                        0.2f, 0.3f, 0.5f, 0,    0,    0,    0,    /**/
+                        0.1f, 0.1f, 0.4f, 0.2f, 0,    0,    0.2f, /**/
+                        0.1f, 0.2f, 0.1f, 0.3f, 0.2f, 0,    0.1f, /**/
+                        0.1f, 0.1f, 0.2f, 0.1f, 0.1f, 0.3f, 0.1f};
+    const int32_t tokens[6] = {1, 2, 3, 4, 5, 6};
+    const double pct[2] = {25, 50};
+    for (int gated = 0; gated < 2; gated++) {
+        AnStats s;
+        CHECK(an_stats_alloc(&s, 1, 1, 1, 10) == 0 && an_incidence_alloc(&s, 2, pct, 2) == 0, "stats alloc");
+        AnalysisOpts o;
+        analysis_defaults(&o);
+        Model m;
+        memset(&m, 0, sizeof m);
+        m.arm = arm_find(gated ? "normgate" : "baseline");
+        AnCtx c;
+        memset(&c, 0, sizeof c);
+        c.m = &m, c.o = &o, c.Tp = 6, c.first = 0, c.C = 1, c.H = 1, c.d = 1, c.L = 1, c.inputs = tokens, c.stats = &s;
+        an_stats_sequence(&c, 0, 0, P, v, 1, gated ? g : NULL);
+        CHECK_CLOSE(s.inc_rows[0], 6, 0, 0, "incidence rows");
+        CHECK_CLOSE(s.inc_sink[0] / 6, (1 + 1 + 0.5 + 0.2 + 0.3 + 0.2) / 6, 1e-7, 0, "sink mass: rows' mass on keys 0, 1");
+        /* mass on the reads past the sink, rows 2..5: 0.5 + 0.6 + 0.6 + 0.7 */
+        CHECK_CLOSE(s.inc_mass[0], 2.4, 1e-6, 0, "mass past the sink");
+        CHECK_CLOSE(s.inc_qmass[1] / s.inc_mass[0] / 0.5, (0.2 + 0.3 + 0.4) / 2.4 / 0.5, 1e-6, 0,
+                    "blind-mass ratio at 50: 0.75");
+        CHECK_CLOSE(s.inc_qmass[0] / s.inc_mass[0] / 0.25, 0.3 / 2.4 / 0.25, 1e-6, 0, "blind-mass ratio at 25: 0.5");
+        if (!gated) { /* c_j = r_j = 3, 2, 5, 1.5: K = 1.5 + 1.6 + 1.9 + 1.75 */
+            CHECK_CLOSE(s.inc_content[0], 6.75, 1e-6, 0, "content past the sink");
+            CHECK_CLOSE(s.inc_qcontent[1] / s.inc_content[0], (0.4 + 0.6 + 0.65) / 6.75, 1e-6, 0,
+                        "content share at 50");
+            CHECK_CLOSE(s.inc_qcontent[0] / s.inc_content[0], 0.45 / 6.75, 1e-6, 0, "content share at 25");
+        } else { /* value slot: c_j = g_j r_j = 1.5, 1.4, 2, 1.2: K = 0.75 + 0.88 + 0.97 + 1 */
+            CHECK_CLOSE(s.inc_content[0], 3.6, 1e-6, 0, "gated content past the sink");
+            CHECK_CLOSE(s.inc_qcontent[1] / s.inc_content[0], (0.28 + 0.42 + 0.5) / 3.6, 1e-6, 0,
+                        "gated content share at 50: 1/3");
+            CHECK_CLOSE(s.inc_qcontent[0] / s.inc_content[0], 0.36 / 3.6, 1e-6, 0, "gated content share at 25: 0.1");
+        }
+        an_stats_free(&s);
+    }
+}
+
 /* ---- with the model ------------------------------------------------------------ */
 
 static double forward_loss(Model *m, AnCtx *c, const int32_t *in, const int32_t *tg, int B) {
@@ -455,6 +502,7 @@ int main(int argc, char **argv) {
     test_explicit_ops();
     test_overrides();
     test_stats_hand();
+    test_incidence_hand();
     const char *arms[] = {"baseline", "sinklogit", "sinktoken", "normgate", "renorm", "projgate", "combo", "combo2"};
     for (size_t i = 0; i < sizeof arms / sizeof *arms; i++) test_model(arms[i]);
     return check_finish();

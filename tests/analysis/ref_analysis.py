@@ -2,7 +2,7 @@
 
     python tests/analysis/ref_analysis.py RUN_DIR MODEL.safetensors DATA_DIR
 
-Reads RUN_DIR/analysis/{injection,probes,exposure,telemetry}.json (whichever
+Reads RUN_DIR/analysis/{injection,probes,exposure,telemetry,incidence}.json (whichever
 exist), recomputes every reported number from the specification
 (docs/analysis.md, docs/formats.md, the model of tests/twin/twin.py, the
 counter-based RNG of src/rng.c) and compares.  Prints one line per failed
@@ -515,6 +515,57 @@ def excess_kurtosis(x):
 
 
 # --------------------------------------------------------------------------
+# Incidence (Appendix F, Table 12): per head sums over the clean pass.
+# --------------------------------------------------------------------------
+def incidence_layer(m, rec, ns, pct, acc):
+    """Adds one batch's per-head sums of one layer to acc (arrays [H] and
+    [H, len(pct)]).  Sink keys j < s = first + ns; reads j >= s; quiet at q:
+    r_j below the q-th percentile (linear) of the head's reads past the sink
+    in this sequence; content weight c_j = g_j r_j in the value slot."""
+    v, p, g = rec["v"], rec["p"], rec["g"]
+    B, H, S, d = v.shape
+    f = m.first
+    s0 = min(f + ns, S)
+    pk = p[..., 1:] if m.phantom else p
+    r = np.linalg.norm(v, axis=-1)                                # [B,H,S]
+    c = r * g if (m.gated and m.slot == "value") else r
+    rows = pk[:, :, f:, :]                                        # query rows i >= first
+    acc["rows"] += B * (S - f)
+    acc["sink"] += rows[..., :s0].sum((0, 2, 3))
+    a = rows[..., s0:]                                            # [B,H,R,n]
+    acc["mass"] += a.sum((0, 2, 3))
+    w = a * c[:, :, None, s0:]
+    acc["content"] += w.sum((0, 2, 3))
+    rr = r[:, :, s0:]
+    for k, q in enumerate(pct):
+        quiet = rr < quantile(rr, q / 100)[..., None]             # [B,H,n]
+        acc["qmass"][:, k] += (a * quiet[:, :, None, :]).sum((0, 2, 3))
+        acc["qcontent"][:, k] += (w * quiet[:, :, None, :]).sum((0, 2, 3))
+
+
+def incidence_values(acc, pct):
+    """Per head: sink mass, blind-mass ratios, content shares."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sink = acc["sink"] / acc["rows"]
+        blind = acc["qmass"] / acc["mass"][:, None] / (np.array(pct) / 100)[None, :]
+        content = acc["qcontent"] / acc["content"][:, None]
+    return sink, blind, content
+
+
+def incidence_summary(sink, blind, content, pct):
+    """Means over the heads given (NaN heads left out), keyed as the file."""
+    def mean(x):
+        x = x[np.isfinite(x)]
+        return float(x.mean()) if len(x) else None
+    out = {"sink_mass": mean(sink)}
+    for k, q in enumerate(pct):
+        out[f"blind_mass_ratio_q{q:g}"] = mean(blind[:, k])
+    for k, q in enumerate(pct):
+        out[f"content_share_q{q:g}"] = mean(content[:, k])
+    return out
+
+
+# --------------------------------------------------------------------------
 # Evaluation over the analysis batches.
 # --------------------------------------------------------------------------
 class Evaluation:
@@ -545,6 +596,21 @@ class Evaluation:
             share = sum(a for a, _ in stats) / sum(b for _, b in stats) if stats else 0.0
             self.cache[ck] = (np.array(out), share)
         return self.cache[ck]
+
+    def incidence(self, ns, pct):
+        """Per layer the per-head accumulators of incidence_layer."""
+        key = ("incidence", ns, tuple(pct))
+        if key not in self.cache:
+            H, P = self.m.H, len(pct)
+            accs = [{"rows": 0, "sink": np.zeros(H), "mass": np.zeros(H), "content": np.zeros(H),
+                     "qmass": np.zeros((H, P)), "qcontent": np.zeros((H, P))} for _ in range(self.m.L)]
+            for inp, _ in self.data:
+                rec = []
+                forward(self.m, inp, record=rec)
+                for l, r in enumerate(rec):
+                    incidence_layer(self.m, r, ns, pct, accs[l])
+            self.cache[key] = accs
+        return self.cache[key]
 
     def telemetry(self):
         if "telemetry" not in self.cache:
@@ -702,8 +768,45 @@ def check_telemetry(ck, doc, ev):
             ck.equal(f"telemetry.tokens.{side}[{t}].count", e.get("count"), c)
 
 
+def check_incidence(ck, doc, ev):
+    setup = doc["setup"]
+    ns, pct = int(setup["sink_positions"]), [float(q) for q in setup["percentiles"]]
+    accs = ev.incidence(ns, pct)
+    tot, per = ev.telemetry().summary()
+    per_layer = [incidence_values(a, pct) for a in accs]
+    every = [np.concatenate([x[i] for x in per_layer]) for i in range(3)]
+    want = incidence_summary(*every, pct)
+    want["r0_ratio"] = tot["pos0_norm_ratio"]
+    if ev.m.phantom:
+        want["phantom_mass"] = tot["phantom"]
+    numeric = {k for k, v in doc.items() if isinstance(v, (int, float)) and k != "version"}
+    ck.equal("incidence.fields", sorted(numeric), sorted(want))
+    for k, v in want.items():
+        ck.close(f"incidence.{k}", doc.get(k), v)
+    layers = doc.get("layers") or []
+    ck.equal("incidence.layers", len(layers), ev.m.L)
+    ratios = [np.concatenate(ev.telemetry().v0[l]).mean(0) / np.concatenate(ev.telemetry().vmed[l]).mean(0)
+              for l in range(ev.m.L)]
+    for l, (e, (sink, blind, content)) in enumerate(zip(layers, per_layer)):
+        lw = incidence_summary(sink, blind, content, pct)
+        lw["r0_ratio"] = per[l]["pos0_norm_ratio"]
+        for k, v in lw.items():
+            ck.close(f"incidence.layers[{l}].{k}", e.get(k), v)
+        heads = e.get("heads") or []
+        ck.equal(f"incidence.layers[{l}].heads", len(heads), ev.m.H)
+        for h, hd in enumerate(heads):
+            pre = f"incidence.layers[{l}].heads[{h}]"
+            ck.close(f"{pre}.sink_mass", hd.get("sink_mass"), float(sink[h]))
+            ck.close(f"{pre}.r0_ratio", hd.get("r0_ratio"), float(ratios[l][h]))
+            for k in range(len(pct)):
+                ck.close(f"{pre}.blind_mass_ratio[{k}]", (hd.get("blind_mass_ratio") or [None] * len(pct))[k],
+                         float(blind[h, k]))
+                ck.close(f"{pre}.content_share[{k}]", (hd.get("content_share") or [None] * len(pct))[k],
+                         float(content[h, k]))
+
+
 CHECKS = {"injection": check_injection, "probes": check_probes,
-          "exposure": check_exposure, "telemetry": check_telemetry}
+          "exposure": check_exposure, "telemetry": check_telemetry, "incidence": check_incidence}
 
 
 def main(argv):
