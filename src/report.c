@@ -13,6 +13,7 @@
 #include "fsutil.h"
 #include "pairstat.h"
 #include "report_plot.h"
+#include "report_tokens.h"
 
 /* ---- the grid: group x arm x seed -> final loss ------------------------------ */
 
@@ -1338,12 +1339,48 @@ static int put_file(const char *dir, const char *name, Buf *b, char *err, size_t
     return rc;
 }
 
+/* "What the filter removes" (report_tokens.c): the done runs with
+ * telemetry, by tier and arm, seeds ascending. */
+static int tokens_section(const Grid *gr, Buf *md, Buf *csv, json_object *root, Buf *problems, int *bad) {
+    TokenRun *v = malloc(sizeof *v * (gr->rs->n ? gr->rs->n : 1));
+    if (!v) return -1;
+    int n = 0;
+    for (int g = 0; g < gr->G; g++)
+        for (int a = 0; a < gr->A; a++)
+            for (int s = 0; s < gr->S; s++) {
+                const RunRec *r = gr->first[AT(gr, g, a, s)];
+                if (!gr->has[AT(gr, g, a, s)] || !r->analysis[AN_TELEMETRY]) continue;
+                v[n++] = (TokenRun){gr->rs->groups[g], arm_at(a)->name, label_of(a), gr->seeds[s], r->dir,
+                                    r->analysis[AN_TELEMETRY]};
+            }
+    char *pm = NULL, *pc = NULL, *pp = NULL;
+    size_t nm = 0, nc = 0, np = 0;
+    FILE *fm = open_memstream(&pm, &nm), *fc = open_memstream(&pc, &nc), *fp = open_memstream(&pp, &np);
+    int rc = -1;
+    if (fm && fc && fp) {
+        json_object *rows = json_object_new_array();
+        if (report_tokens(v, n, fm, fc, rows, fp, bad)) json_object_object_add(root, "tokens", rows);
+        else json_object_put(rows);
+        rc = 0;
+    }
+    if (fm) fclose(fm);
+    if (fc) fclose(fc);
+    if (fp) fclose(fp);
+    if (!rc) {
+        if (nm) bprintf(md, "%s", pm);
+        if (nc) bprintf(csv, "%s", pc);
+        if (np) bprintf(problems, "%s", pp);
+    }
+    free(pm), free(pc), free(pp), free(v);
+    return rc;
+}
+
 int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, ReportSummary *sum, char *err,
                  size_t errlen) {
     memset(sum, 0, sizeof *sum);
     Grid gr;
     Buf md = {0}, problems = {0}, c1 = {0}, c2 = {0}, c5 = {0}, ctp = {0}, ca[AN_KINDS] = {{0}};
-    Buf c10 = {0}, c11 = {0}, bad_runs = {0}, dups = {0}, missing = {0}, zsprob = {0};
+    Buf c10 = {0}, c11 = {0}, ctok = {0}, bad_runs = {0}, dups = {0}, missing = {0}, zsprob = {0};
     json_object *root = json_object_new_object();
     Agg ag[AN_KINDS] = {{0}};
     char *figdir = NULL, *tdir = NULL;
@@ -1467,6 +1504,10 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
         json_object_object_add(root, analysis_names[k], rows);
     }
     sum->analysis_errors += bad_an;
+    if (tokens_section(&gr, &md, &ctok, root, &bad_runs, &sum->analysis_errors)) {
+        sg_fail(err, errlen, "out of memory");
+        goto out;
+    }
     json_object *j10 = json_object_new_object(), *j11 = json_object_new_object();
     const int have10 = table10(&gr, &md, &c10, j10, &zsprob), have11 = table11(&gr, &md, &c11, j11, &zsprob);
     if (have10) json_object_object_add(root, "zeroshot", j10);
@@ -1540,7 +1581,8 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
         snprintf(name, sizeof name, "%s.csv", analysis_names[k]);
         if (ag[k].n && put_file(tdir, name, &ca[k], err, errlen)) goto out;
     }
-    if ((have10 && put_file(tdir, "zeroshot.csv", &c10, err, errlen)) ||
+    if ((ctok.n && put_file(tdir, "tokens.csv", &ctok, err, errlen)) ||
+        (have10 && put_file(tdir, "zeroshot.csv", &c10, err, errlen)) ||
         (have11 && put_file(tdir, "lambada_distance.csv", &c11, err, errlen)))
         goto out;
     const char *js = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -1563,6 +1605,7 @@ out:
     free(dups.p);
     free(c1.p);
     free(c2.p);
+    free(ctok.p);
     free(c5.p);
     free(ctp.p);
     free(c10.p);

@@ -159,6 +159,8 @@ check 'grep -q "Injection battery" "$W/report/report.md" && grep -q "structured 
 check 'grep -q "Gate-override probes" "$W/report/report.md" && grep -q "row_mean" "$W/report/report.md"' "the report's probes table"
 check 'grep -qi "exposure" "$W/report/report.md" && grep -q "quiet_median" "$W/report/tables/exposure.csv"' "the exposure table"
 check 'grep -q "gate_within_row_sd" "$W/report/tables/telemetry.csv"' "the telemetry table"
+check 'grep -qE "^\| test \| norm gate \| 0 \| [0-9]+ \|" "$W/report/report.md" && ! grep -qE "^\| test \| baseline \| 0 \| [0-9]+ \|" "$W/report/report.md" && [ -s "$W/report/tables/tokens.csv" ]' \
+    "What the filter removes: a row for the gated arm's tokens, none for the baseline"
 check 'grep -q "## Incidence (Table 12)" "$W/report/report.md" && grep -q ",blind_mass_ratio_q30," "$W/report/tables/incidence.csv"' \
     "the incidence table (Table 12's columns)"
 check 'grep -q "^None: every run finished and was read" "$W/report/report.md"' "no problems reported"

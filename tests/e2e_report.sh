@@ -72,10 +72,12 @@ tel 10M baseline 0 '"pos0_mass": 0.40, "pos0_norm_ratio": 0.1, "value_excess_kur
 tel 10M baseline 1 '"pos0_mass": 0.44, "pos0_norm_ratio": 0.3'
 tel 10M sinklogit 0 '"pos0_mass": 0.05, "phantom_mass": 0.30, "pos0_norm_ratio": 0.9'
 tel 10M sinklogit 1 '"pos0_mass": 0.07, "phantom_mass": 0.34, "pos0_norm_ratio": 1.1'
-tel 10M normgate 0 '"pos0_mass": 0.38, "gate_within_row_sd": 0.05, "gate_mean": 0.8'
-tel 10M normgate 1 '"pos0_mass": 0.36, "gate_within_row_sd": 0.07, "gate_mean": 0.8'
+# the tokens lists ("What the filter removes"): seed 0's are malformed, so
+# seed 1 gives the row; texts that need quoting in Markdown and CSV
+tel 10M normgate 0 '"pos0_mass": 0.38, "gate_within_row_sd": 0.05, "gate_mean": 0.8, "tokens": {"ranked": 40, "most_attenuated": [{"id": 198, "text": "\n", "mean_gate": 0.36, "count": 50}, {"id": 262, "text": " the", "mean_gate": 1.5, "count": 70}], "least_attenuated": []}'
+tel 10M normgate 1 '"pos0_mass": 0.36, "gate_within_row_sd": 0.07, "gate_mean": 0.8, "tokens": {"ranked": 40, "min_count": 20, "most_attenuated": [{"id": 198, "text": "\n", "mean_gate": 0.36, "count": 50}, {"id": 262, "text": " the", "mean_gate": 0.38, "count": 70}], "least_attenuated": [{"id": 543, "text": " which", "mean_gate": 0.56, "count": 21}]}'
 tel 124M sinklogit 0 '"pos0_mass": 0.03, "phantom_mass": 0.45, "pos0_norm_ratio": 1.0'
-tel 124M combo2 0 '"pos0_mass": 0.02, "phantom_mass": 0.5, "gate_within_row_sd": 0.12'
+tel 124M combo2 0 '"pos0_mass": 0.02, "phantom_mass": 0.5, "gate_within_row_sd": 0.12, "tokens": {"most_attenuated": [{"id": 91, "text": "|", "mean_gate": 0.3, "count": 25}, {"id": 63, "text": "`", "mean_gate": 0.31, "count": 30}, {"id": 11, "text": "a,\"b", "mean_gate": 0.32, "count": 30}], "least_attenuated": [{"id": 7, "text": null, "mean_gate": 0.6, "count": 22}]}'
 tel 124M normgate 0 '"gate_within_row_sd": 0.09'
 # incidence for Table 12 and Figure 4 (by hand: 0.36, 0.38 -> 0.37 ± 0.01;
 # 1.03, 1.13 -> 1.08 ± 0.05; 0.258, 0.262 -> 0.26 ± 0.002), with the per-layer
@@ -221,6 +223,28 @@ dat_is fig5b-pos0-norm-124M <<EOF
 "combo2" NaN NaN
 EOF' "Figure 5 at 124M: single seeds without bars; an arm with none of its measurements (norm gate) left out"
 check '! ls $W/r1/figures | grep -q "fig5.-.*350M"' "no Figure 5 for a tier without telemetry"
+check 'grep -qF "## What the filter removes (Appendix G)" $W/r1/report.md &&
+       grep -qxF "| fineweb 10M | norm gate | 1 | 40 | \`\"\\n\"\` 0.360, \`\" the\"\` 0.380 | \`\" which\"\` 0.560 |" $W/r1/report.md' \
+    "tokens: the 10M norm gate from seed 1, seed 0's lists being malformed; texts as JSON strings with their mean gates"
+check 'grep -qxF "| 124M | combo2 | 0 | – | \`\"\\|\"\` 0.300, \`\` \"\`\" \`\` 0.310, \`\"a,\\\"b\"\` 0.320 | #7 0.600 |" $W/r1/report.md' \
+    "tokens: | escaped for the table, a backtick in a double-backtick span, no text as #id, no count ranked as a dash"
+check 'grep -qF -- "- $S/fineweb-10M/normgate/s0/analysis/telemetry.json: tokens.most_attenuated[1] has no \"mean_gate\" in [0, 1]" $W/r1/report.md' \
+    "a malformed tokens list is named in Problems"
+check 'python3 -c "
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline=\"\")))
+assert rows[0] == \"tier,arm,seed,end,rank,id,text,mean_gate,count\".split(\",\"), rows[0]
+assert rows[1] == [\"fineweb 10M\", \"normgate\", \"1\", \"most_attenuated\", \"1\", \"198\", \"\\n\", \"0.35999999999999999\", \"50\"], rows[1]
+assert [\"124M\", \"combo2\", \"0\", \"most_attenuated\", \"3\", \"11\", \"a,\\\"b\", \"0.32000000000000001\", \"30\"] in rows
+assert [\"124M\", \"combo2\", \"0\", \"least_attenuated\", \"1\", \"7\", \"\", \"0.59999999999999998\", \"22\"] in rows
+assert len(rows) == 8, len(rows)
+" $W/r1/tables/tokens.csv' "tables/tokens.csv: one line per listed token, texts CSV-quoted"
+check 'python3 -c "
+import json, sys
+t = json.load(open(sys.argv[1]))[\"tokens\"]
+assert [(r[\"tier\"], r[\"arm\"], r[\"seed\"]) for r in t] == [(\"fineweb 10M\", \"normgate\", 1), (\"124M\", \"combo2\", 0)], t
+assert t[0][\"ranked\"] == 40 and t[0][\"least_attenuated\"][0][\"text\"] == \" which\" and \"ranked\" not in t[1]
+" $W/r1/report.json' "report.json: tokens, the rows with their lists"
 check 'dat_is fig4a-sink-mass <<EOF
 "fineweb 10M" 0.37 0.01 NaN NaN
 "124M" 0.39 NaN 0.05 NaN
