@@ -1526,33 +1526,35 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
         if (fs_mkdir_p(figdir, err, errlen)) goto out;
         bprintf(&md, "## Figures\n\n");
         figure1(&gr, figdir, &md, sum, &problems);
-        const Agg *tel = &ag[AN_TELEMETRY];
-        if (tel->n) {
-            tel_across_tiers(&gr, tel, "phantom_mass", figdir, "fig1b-phantom-mass", "The phantom's share across scale",
-                             "share of attention mass on the phantom",
-                             "Figure 1(b): the share of attention mass on the phantom, mean over seeds ± SE "
-                             "(no bar: a single seed)", &md, sum, &problems);
-            tel_across_tiers(&gr, tel, "gate_within_row_sd", figdir, "fig1c-gate-spread",
-                             "The gate's within-row spread across scale", "within-row SD of the gate",
-                             "Figure 1(c): the within-row spread of the gate, mean over seeds ± SE "
-                             "(no bar: a single seed)", &md, sum, &problems);
+        /* quantities across tiers, a series per arm, mean over seeds ± SE (no bar: a single seed) */
+        static const struct {
+            int kind;
+            const char *key, *file, *title, *ylabel, *caption;
+        } across[] = {
+            {AN_TELEMETRY, "phantom_mass", "fig1b-phantom-mass", "The phantom's share across scale",
+             "share of attention mass on the phantom", "Figure 1(b): the share of attention mass on the phantom"},
+            {AN_TELEMETRY, "gate_within_row_sd", "fig1c-gate-spread", "The gate's within-row spread across scale",
+             "within-row SD of the gate", "Figure 1(c): the within-row spread of the gate"},
+            {AN_INCIDENCE, "sink_mass", "fig4a-sink-mass", "Mass on the sink positions across scale",
+             "attention mass on the sink positions",
+             "Figure 4(a): the attention mass on the sink positions (the first four by default)"},
+            {AN_INCIDENCE, "blind_mass_ratio_q30", "fig4b-blind-mass-ratio", "Quiet-read mass against norm-blind routing",
+             "blind-mass ratio at the 30th percentile",
+             "Figure 4(b): the blind-mass ratio at the 30th percentile (1: routing blind to read norms, 0: quiet "
+             "reads avoided)"},
+            {AN_INCIDENCE, "content_share_q30", "fig4c-content-share", "Content through the quiet band",
+             "content share at the 30th percentile",
+             "Figure 4(c): the share of delivered content through the reads below the 30th percentile norm"},
+        };
+        for (size_t i = 0; i < sizeof across / sizeof *across; i++) {
+            char caption[400];
+            snprintf(caption, sizeof caption, "%s, mean over seeds ± SE (no bar: a single seed)", across[i].caption);
+            if (ag[across[i].kind].n)
+                tel_across_tiers(&gr, &ag[across[i].kind], across[i].key, figdir, across[i].file, across[i].title,
+                                 across[i].ylabel, caption, &md, sum, &problems);
         }
         if (ag[AN_INJECTION].n) figure2(&gr, &ag[AN_INJECTION], figdir, &md, sum, &problems);
-        const Agg *inc = &ag[AN_INCIDENCE];
-        if (inc->n) {
-            tel_across_tiers(&gr, inc, "sink_mass", figdir, "fig4a-sink-mass", "Mass on the sink positions across scale",
-                             "attention mass on the sink positions",
-                             "Figure 4(a): the attention mass on the sink positions (the first four by default), "
-                             "mean over seeds ± SE", &md, sum, &problems);
-            tel_across_tiers(&gr, inc, "blind_mass_ratio_q30", figdir, "fig4b-blind-mass-ratio",
-                             "Quiet-read mass against norm-blind routing", "blind-mass ratio at the 30th percentile",
-                             "Figure 4(b): the blind-mass ratio at the 30th percentile (1: routing blind to read "
-                             "norms, 0: quiet reads avoided), mean over seeds ± SE", &md, sum, &problems);
-            tel_across_tiers(&gr, inc, "content_share_q30", figdir, "fig4c-content-share",
-                             "Content through the quiet band", "content share at the 30th percentile",
-                             "Figure 4(c): the share of delivered content through the reads below the 30th "
-                             "percentile norm, mean over seeds ± SE", &md, sum, &problems);
-        }
+        const Agg *tel = &ag[AN_TELEMETRY];
         if (tel->n) figure5(&gr, tel, figdir, &md, sum, &problems);
         if (o->curves) curves(rs, figdir, &md, sum, &problems);
     }

@@ -17,8 +17,9 @@
 #  5. auto_micro_batch: the split it chooses trains bitwise like the split
 #     given, and at 124M its measured choice fits the device;
 #  6. `sgtrain analyze` of the same checkpoints on both backends: every loss of
-#     the injection battery and the probes within 2% relative, exposure and
-#     telemetry within 0.02 (bf16 matmuls on the GPU; the explicit attention
+#     the injection battery and the probes within 2% relative, exposure,
+#     telemetry and incidence within 0.02, a blind-mass ratio at percentile Q
+#     within 0.02 / (Q/100) (bf16 matmuls on the GPU; the explicit attention
 #     and the corruption are fp32 on both).
 #  7. `sgtrain zeroshot` (LAMBADA, HellaSwag, WikiText-2 on the hand-made
 #     files of tests/zeroshot) of one CPU-trained model with GPT-2's
