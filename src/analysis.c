@@ -361,7 +361,7 @@ static int setup(AnRun *r, char *err, size_t errlen) {
     m->T = T; /* positions past T are never read: wpe rows [0, T) only */
     m->Tp = T + first;
     const char *data = o->data ? o->data : r->cfg.data;
-    if (shardset_open(&r->data, data, (uint32_t)r->cfg.vocab_size, T, err, errlen)) return -1;
+    if (shardset_open_val(&r->data, data, (uint32_t)r->cfg.vocab_size, T, err, errlen)) return -1;
     r->data_ok = 1;
     snprintf(r->data_dir, sizeof r->data_dir, "%s", data);
     if (o->out) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out);

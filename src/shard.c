@@ -324,8 +324,8 @@ static int check_member(const ShardSet *set, const Shard *sh, const Shard *first
     return 0;
 }
 
-int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size,
-                  char *err, size_t errlen) {
+static int open_set(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size, int with_train, char *err,
+                    size_t errlen) {
     memset(s, 0, sizeof *s);
     if (block_size < 1) return sg_fail(err, errlen, "block_size %d: must be at least 1", block_size);
     s->block_size = block_size;
@@ -334,7 +334,7 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
         int e = errno;
         if (e == ENOENT)
             return sg_fail(err, errlen, "%s: data directory not found; point data at a directory "
-                        "holding val.bin and train_*.bin (made by the tokenizer tool)", dir);
+                        "holding val.bin%s (made by the tokenizer tool)", dir, with_train ? " and train_*.bin" : "");
         return sg_fail(err, errlen, "%s: cannot read the data directory: %s", dir, strerror(e));
     }
     char **names = NULL;
@@ -342,7 +342,7 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
     struct dirent *de;
     while ((de = readdir(d))) {
         if (strcmp(de->d_name, "val.bin") == 0) has_val = 1;
-        if (!is_train_name(de->d_name)) continue;
+        if (!with_train || !is_train_name(de->d_name)) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             char **nn = realloc(names, (size_t)cap * sizeof *names);
@@ -370,15 +370,15 @@ int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block
                   "the tokenizer tool", dir);
         goto done;
     }
-    if (n == 0) {
+    if (n == 0 && with_train) {
         rc = sg_fail(err, errlen, "%s: no train_*.bin training shards; write them with the "
                   "tokenizer tool", dir);
         goto done;
     }
     /* Byte order, not locale order: the batch sequence must not depend on LANG. */
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
     s->dir = strdup(dir);
-    s->train = calloc((size_t)n, sizeof *s->train);
+    s->train = calloc((size_t)n + 1, sizeof *s->train);
     s->train_prefix = calloc((size_t)n + 1, sizeof *s->train_prefix);
     if (!s->dir || !s->train || !s->train_prefix || !(path = join(dir, "val.bin"))) {
         rc = sg_fail(err, errlen, "%s: out of memory", dir);
@@ -410,6 +410,15 @@ done:
     free(names);
     if (rc) shardset_close(s);
     return rc;
+}
+
+int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size, char *err, size_t errlen) {
+    return open_set(s, dir, expect_vocab, block_size, 1, err, errlen);
+}
+
+int shardset_open_val(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size, char *err,
+                      size_t errlen) {
+    return open_set(s, dir, expect_vocab, block_size, 0, err, errlen);
 }
 
 void shardset_locate(const ShardSet *s, uint64_t global, int *shard, uint64_t *offset) {

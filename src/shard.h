@@ -84,6 +84,10 @@ typedef struct {
  * at least one window of block_size+1 tokens. */
 int shardset_open(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size,
                   char *err, size_t errlen);
+/* DIR/val.bin alone, for evaluation (n_train 0): train_*.bin are neither
+ * needed nor read. */
+int shardset_open_val(ShardSet *s, const char *dir, uint32_t expect_vocab, int block_size, char *err,
+                      size_t errlen);
 void shardset_close(ShardSet *s);
 
 /* Map a global train start index (< train_starts) to (shard, offset). */

@@ -140,6 +140,14 @@ echo "not a checkpoint" >"$W/garbage.bin"
 expect 2 "garbage.bin" -- "$SG" analyze "$W/garbage.bin"
 expect 2 "$W/nodata" -- "$SG" analyze "$R" --data "$W/nodata" $A
 expect 2 "vocab" -- "$SG" analyze "$R" --data "$W/data97" $A
+# evaluation reads val.bin alone: a directory without training shards serves
+mkdir -p "$W/valonly" && cp "$W/data/val.bin" "$W/valonly/"
+expect 0 "" -- "$SG" analyze "$R" --data "$W/valonly" --what exposure,incidence --out "$W/vo" $A
+"$SG" analyze "$R" --what exposure,incidence --out "$W/vo-full" $A
+check '[ "$(strip "$W/vo/incidence.json")" = "$(strip "$W/vo-full/incidence.json")" ] && [ "$(strip "$W/vo/exposure.json")" = "$(strip "$W/vo-full/exposure.json")" ]' \
+    "a data directory holding only val.bin gives the same analyses"
+expect 2 "$W/nodata2: data directory not found; point data at a directory holding val.bin \(made by" -- \
+    "$SG" analyze "$R" --data "$W/nodata2" $A
 expect 2 "--vocab: .*missing.tiktoken" -- "$SG" analyze "$R" --vocab "$W/missing.tiktoken" $A
 check '[ "$(cat "$R/analysis/"*.json | md5sum)" = "$sum_before" ]' "bad inputs leave existing analysis files untouched"
 check '[ ! -e "$W/corrupt/analysis" ] && [ ! -e "$W/trunc/analysis" ]' "nothing written for an unreadable checkpoint"

@@ -160,6 +160,37 @@ static int open_set(const char *sub, uint32_t vocab, int block) {
     return rc;
 }
 
+/* Evaluation opens val.bin alone: train_*.bin may be absent or too short. */
+static void test_val_only(void) {
+    char d[512];
+    ShardSet s;
+    snprintf(d, sizeof d, "%s/v1", tmpdir);
+    fs_mkdir_p(d, err, sizeof err);
+    make_shard(d, "val.bin", 9, 100, 1, 10000, 0);
+    CHECK(open_set("v1", 0, 4) != 0 && has(err, "no train_*.bin"), "training needs train shards: %s", err);
+    int rc = shardset_open_val(&s, d, 10000, 4, err, sizeof err);
+    CHECK(rc == 0 && s.n_train == 0 && s.val_starts == 96 && s.train_starts == 0 && s.vocab_size == 10000,
+          "val.bin alone opens for evaluation: %s", rc ? err : "");
+    if (!rc) shardset_close(&s);
+    make_shard(d, "train_0.bin", 0, 3, 0, 10000, 0); /* shorter than a window: not read */
+    rc = shardset_open_val(&s, d, 10000, 4, err, sizeof err);
+    CHECK(rc == 0 && s.n_train == 0, "a train shard too short for a window is not read: %s", rc ? err : "");
+    if (!rc) shardset_close(&s);
+    CHECK(shardset_open_val(&s, d, 50257, 4, err, sizeof err) != 0 && has(err, "val.bin") && has(err, "50257"),
+          "val.bin still answers for its vocabulary: %s", err);
+    CHECK(shardset_open_val(&s, d, 10000, 100, err, sizeof err) != 0 && has(err, "too short"),
+          "and for its length: %s", err);
+    snprintf(d, sizeof d, "%s/v2", tmpdir);
+    fs_mkdir_p(d, err, sizeof err);
+    make_shard(d, "train_0.bin", 0, 100, 0, 10000, 0);
+    CHECK(shardset_open_val(&s, d, 10000, 4, err, sizeof err) != 0 && has(err, "no val.bin"), "no val.bin: %s",
+          err);
+    snprintf(d, sizeof d, "%s/v-none", tmpdir);
+    CHECK(shardset_open_val(&s, d, 10000, 4, err, sizeof err) != 0 &&
+              has(err, "holding val.bin (made by") && !has(err, "train_"),
+          "missing directory, for evaluation: %s", err);
+}
+
 static void test_dir_errors(void) {
     char d[512];
     CHECK(open_set("nodir", 0, 4) != 0 && has(err, "nodir: data directory not found"),
@@ -353,6 +384,7 @@ int main(void) {
     test_roundtrip();
     test_errors();
     test_dir_errors();
+    test_val_only();
     test_sampler();
     rm_rf(tmpdir);
     return check_finish();
