@@ -317,7 +317,10 @@ static int write_telemetry(const AnRun *r, char *err, size_t errlen) {
 
 /* Head-level incidence values (analysis_stats.c): NaN where the head's
  * reads past the sink received no mass (or no content). */
-static double inc_sink(const AnStats *s, long lh) { return s->inc_sink[lh] / s->inc_rows[lh]; }
+static double inc_sink(const AnStats *s, long lh, int p) {
+    (void)p; /* one value per head, in the shape inc_mean takes */
+    return s->inc_sink[lh] / s->inc_rows[lh];
+}
 static double inc_blind(const AnStats *s, long lh, int p) {
     return s->inc_mass[lh] > 0 ? s->inc_qmass[lh * s->npct + p] / s->inc_mass[lh] / (s->pct[p] / 100) : NAN;
 }
@@ -336,17 +339,12 @@ static double inc_mean(const AnStats *s, int l0, int l1, double (*f)(const AnSta
     return n ? sum / n : NAN;
 }
 
-static double inc_sink_p(const AnStats *s, long lh, int p) {
-    (void)p;
-    return inc_sink(s, lh);
-}
-
 /* The Table 12 values of heads [l0, l1) into o: sink mass (mean over heads;
  * the heads all have the same rows), then per percentile the blind-mass
  * ratio and the content share (means over heads). */
 static void inc_values(const AnStats *s, int l0, int l1, json_object *o) {
     char key[64];
-    put(o, "sink_mass", jnum(inc_mean(s, l0, l1, inc_sink_p, 0)));
+    put(o, "sink_mass", jnum(inc_mean(s, l0, l1, inc_sink, 0)));
     for (int p = 0; p < s->npct; p++) {
         snprintf(key, sizeof key, "blind_mass_ratio_q%g", s->pct[p]);
         put(o, key, jnum(inc_mean(s, l0, l1, inc_blind, p)));
@@ -379,7 +377,7 @@ static int write_incidence(const AnRun *r, char *err, size_t errlen) {
             const long lh = (long)l * s->H + h;
             json_object *hd = json_object_new_object(), *bl = json_object_new_array(), *ct = json_object_new_array();
             put(hd, "head", json_object_new_int(h));
-            put(hd, "sink_mass", jnum(inc_sink(s, lh)));
+            put(hd, "sink_mass", jnum(inc_sink(s, lh, 0)));
             put(hd, "r0_ratio", jnum(s->rmed[lh] > 0 ? s->r0[lh] / s->rmed[lh] : NAN));
             for (int p = 0; p < s->npct; p++) {
                 json_object_array_add(bl, jnum(inc_blind(s, lh, p)));
@@ -497,7 +495,7 @@ void an_print_summary(const AnRun *r, FILE *f) {
         fprintf(f, "\n");
     }
     if (r->what & AN_DO_INCIDENCE) {
-        fprintf(f, "incidence: sink mass %.3f, position-0 norm ratio %.2f", inc_mean(s, 0, s->L, inc_sink_p, 0),
+        fprintf(f, "incidence: sink mass %.3f, position-0 norm ratio %.2f", inc_mean(s, 0, s->L, inc_sink, 0),
                 pos0_ratio(s, -1));
         for (int p = 0; p < s->npct; p++)
             fprintf(f, "%s %g %.2f", p ? "," : "; blind-mass ratio at", s->pct[p], inc_mean(s, 0, s->L, inc_blind, p));

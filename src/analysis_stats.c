@@ -121,11 +121,6 @@ static void head_sums(HeadSums *o, const real *P, const real *v, int vs, const r
     }
 }
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     double rows, sink, mass, content, qmass[AN_MAX_PCT], qcontent[AN_MAX_PCT];
 } HeadIncidence;
@@ -140,7 +135,7 @@ static void head_incidence(HeadIncidence *o, const AnStats *st, const real *P, c
     double cut[AN_MAX_PCT];
     if (n > 0) {
         memcpy(sorted, norms + s, sizeof(float) * (size_t)n);
-        qsort(sorted, (size_t)n, sizeof(float), cmp_float);
+        sort_floats(sorted, n);
         for (int p = 0; p < np; p++) cut[p] = quantile_sorted(sorted, n, st->pct[p] / 100);
     }
     /* band_j: the first percentile whose band holds read j (np: none); the

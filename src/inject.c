@@ -40,6 +40,10 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+void sort_floats(float *x, int n) {
+    if (n > 0) qsort(x, (size_t)n, sizeof(float), cmp_float);
+}
+
 static double norm_of(const real *v, int d) {
     double s = 0;
     for (int k = 0; k < d; k++) s += (double)v[k] * v[k];
@@ -57,7 +61,7 @@ void read_norms(float *norms, const real *v, int vs, int B, int T, int H, int d,
 
 void head_cutoff(const float *norms, int n, int kind, float *scratch, double *median, double *cut) {
     memcpy(scratch, norms, sizeof(float) * (size_t)n);
-    qsort(scratch, (size_t)n, sizeof(float), cmp_float);
+    sort_floats(scratch, n);
     *median = quantile_sorted(scratch, n, 0.5);
     *cut = quantile_sorted(scratch, n, cutoff_quantile(kind));
 }

@@ -38,6 +38,8 @@ const char *cutoff_name(int kind); /* "median", "q25" */
 int cutoff_from_name(const char *s);
 double cutoff_quantile(int kind);  /* 0.5, 0.25 */
 
+/* Ascending, in place. */
+void sort_floats(float *x, int n);
 /* The q-quantile of n ascending values, linear interpolation. */
 double quantile_sorted(const float *x, int n, double q);
 
