@@ -150,6 +150,9 @@ $(B)/sgtrain: $(B)/f/src/main.o $(LIB_F)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(B)/%: $(B)/f/tools/%.o $(LIB_F)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# a tool of several files keeps the rest in tools/NAME/
+$(B)/sgsweep: $(B)/f/tools/sgsweep.o $(call obj,$(wildcard tools/sgsweep/*.c),f) $(LIB_F)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(B)/tests/test_%: $(B)/f/tests/test_%.o $(B)/f/tests/check.o $(LIB_F)
 	@mkdir -p $(dir $@)
