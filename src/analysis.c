@@ -142,21 +142,11 @@ static int what_from(const char *s) {
 int analysis_parse_args(AnalysisOpts *o, int argc, char **argv, char *err, size_t errlen) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || !a[1]) {
-            if (o->src) {
-                snprintf(err, errlen, "one run or checkpoint only (got '%s' and '%s')", o->src, a);
-                return -1;
-            }
-            o->src = a;
-            continue;
-        }
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-            continue;
-        }
         char flag[64];
         const char *v;
-        if (cli_flag_value(argc, argv, &i, flag, sizeof flag, &v, err, errlen)) return -1;
+        int r = cli_run_arg(argc, argv, &i, &o->src, &o->quiet, flag, sizeof flag, &v, err, errlen);
+        if (r < 0) return -1;
+        if (r) continue;
         long x;
         if (!strcmp(flag, "--what")) {
             if (cli_name_mask(flag, v, what_from, 5, "injection, probes, exposure, telemetry, incidence", &o->what,

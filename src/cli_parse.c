@@ -58,3 +58,21 @@ int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, co
     for (char *p = flag + (strncmp(flag, "--", 2) ? 0 : 2); *p; p++) *p = *p == '_' ? '-' : *p;
     return 0;
 }
+
+int cli_run_arg(int argc, char **argv, int *i, const char **src, int *quiet, char *flag, size_t flaglen,
+                const char **value, char *err, size_t errlen) {
+    const char *a = argv[*i];
+    if (a[0] != '-' || !a[1]) {
+        if (*src) {
+            snprintf(err, errlen, "one run or checkpoint only (got '%s' and '%s')", *src, a);
+            return -1;
+        }
+        *src = a;
+        return 1;
+    }
+    if (!strcmp(a, "--quiet")) {
+        *quiet = 1;
+        return 1;
+    }
+    return cli_flag_value(argc, argv, i, flag, flaglen, value, err, errlen);
+}

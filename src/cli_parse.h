@@ -1,4 +1,4 @@
-/* Command-line values shared by the subcommands (analyze, toy). */
+/* Command-line values shared by the subcommands (analyze, zeroshot, toy). */
 #ifndef SG_CLI_PARSE_H
 #define SG_CLI_PARSE_H
 
@@ -19,5 +19,13 @@ int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, co
 
 /* An integer in [lo, hi], or a message naming FLAG.  0, or -1 with err. */
 int cli_long(const char *flag, const char *v, long lo, long hi, long *out, char *err, size_t errlen);
+
+/* One argument of a subcommand that takes RUN_DIR|CHECKPOINT, --quiet and
+ * flags with values (analyze, zeroshot): a positional argument becomes
+ * *src (a second one fails), --quiet sets *quiet; for these it returns 1.
+ * Any other argument is a flag, read as cli_flag_value reads it: returns 0
+ * with its key in flag and its value in *value.  -1 with err. */
+int cli_run_arg(int argc, char **argv, int *i, const char **src, int *quiet, char *flag, size_t flaglen,
+                const char **value, char *err, size_t errlen);
 
 #endif
