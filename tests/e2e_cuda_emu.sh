@@ -33,8 +33,8 @@ if [ "$SAN" = 1 ]; then
     # the sanitizers' checks are on addresses, which bf16's rounding does
     # not change: the fp32 battery (a subset of the bf16 battery's cases)
     # adds no coverage here, so it is not built; and the bf16 attention
-    # battery, slowest by far (about 870 s), runs in two halves beside the
-    # ops battery (about 120 s): three runs at once on two cores
+    # battery, slowest by far (about 430 s), runs in two halves beside the
+    # ops battery (about 50 s): three runs at once on two cores
     fp32=0 shards=2 par=3
     # the emulator's thread stacks and buffers live to the end on purpose
     export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:detect_stack_use_after_return=0
@@ -131,6 +131,11 @@ for t in attention ops; do
     bg g++ "$W/test/$t.o" "${CXXF[@]}" -I"$ROOT/kernels" -I"$ROOT/src" -I"$ROOT/tests" "$E/${t}_emu_test.cpp"
 done
 bg gcc "$W/obj/check.o" -std=c11 -O2 -I"$ROOT/tests" "$ROOT/tests/check.c"
+if [ "$SAN" = 1 ]; then # the canary: a kernel that reads past its buffer (tests/emu/asan_probe.cu)
+    python3 "$E/cu2cpp.py" "$E/asan_probe.cu" "$W/gen/asan_probe.cpp" 2>>"$W/failed.log" ||
+        echo "cu2cpp failed on asan_probe.cu" >>"$W/failed.log"
+    bg g++ "$W/test/asan_probe.o" "${CXXF[@]}" "${INC[@]}" "$W/gen/asan_probe.cpp"
+fi
 wait
 check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n'"$(tail -n 40 "$W/failed.log" 2>/dev/null)"
 [ -s "$W/failed.log" ] && finish
@@ -162,6 +167,12 @@ done
 out=$(g++ "${LINKF[@]}" -o "$W/ops_emu_test" "$W/test/ops.o" "$W/obj/"*.o "$W/ops/"*.o "$B/libsg.a" $LDLIBS 2>&1)
 rc=$?
 check '[ $rc -eq 0 ]' "ops_emu_test links"$'\n'"$out"
+if [ "$SAN" = 1 ]; then
+    # shellcheck disable=SC2086
+    out=$(g++ "${LINKF[@]}" -o "$W/asan_probe" "$W/test/asan_probe.o" "$W/obj/"*.o "$B/libsg.a" $LDLIBS 2>&1)
+    rc=$?
+    check '[ $rc -eq 0 ]' "asan_probe links"$'\n'"$out"
+fi
 echo "built in $((SECONDS - t0)) s"
 
 # --- run: two at a time (three under the sanitizers), one thread each ---------
@@ -302,6 +313,19 @@ out=$(SG_ATTN=mma SG_ATTN_DQ=store "$W/attention_emu_test_bf16" --as-set 1 /dev/
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "store: SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\"" <<<"$out"' \
     "SG_ATTN_DQ=store: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+
+# the sanitizers see a kernel's reads on the emulator's thread stacks: the
+# canary's read 30 floats past its buffer, after two barriers, is stopped
+if [ "$SAN" = 1 ]; then
+    out=$("$W/asan_probe" 0 2>&1)
+    rc=$?
+    check '[ $rc -eq 0 ] && grep -q "asan_probe: done" <<<"$out"' \
+        "asan_probe 0 (no read past the buffer): exit 0 and no report (exit $rc):"$'\n'"$out"
+    out=$("$W/asan_probe" 30 2>&1)
+    rc=$?
+    check '[ $rc -ne 0 ] && grep -q "AddressSanitizer: heap-buffer-overflow" <<<"$out" && grep -q "in probe_kernel" <<<"$out" && ! grep -q "asan_probe: done" <<<"$out"' \
+        "asan_probe 30: AddressSanitizer stops the kernel's read past the buffer (exit $rc):"$'\n'"$(head -n 12 <<<"$out")"
+fi
 
 # every case's outputs bitwise equal under every seed
 for b in att ops; do
