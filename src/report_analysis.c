@@ -105,8 +105,6 @@ static const char *json_str(json_object *o, const char *key) {
     return json_object_get_string(v);
 }
 
-/* Fill AG from every done run's analysis file of KIND.  Malformed entries
- * are counted in *bad and named in PROBLEMS. */
 void agg_collect(const RunSet *rs, int kind, Agg *ag, int *bad, Buf *problems) {
     for (size_t i = 0; i < rs->n; i++) {
         const RunRec *r = &rs->v[i];

@@ -107,7 +107,6 @@ void unload(Loaded *L) {
     sweep_free(&L->s);
 }
 
-/* "GROUP/ARM-sSEED" for a run, "analyze:ENTRY/ARM-sSEED" for an analysis */
 void task_id(const Loaded *L, const SweepTask *t, char *out, size_t n) {
     snprintf(out, n, "%s/%s-s%ld", L->s.groups[t->group].name, arm_at(t->arm)->name, t->seed);
 }

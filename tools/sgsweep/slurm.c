@@ -217,7 +217,6 @@ int squeue_entries(const Sweep *s, QEntry **out) {
     return n;
 }
 
-/* The squeue entry of array task INDEX of the job named NAME, or NULL. */
 const QEntry *queued(const QEntry *q, int nq, const char *name, int index) {
     for (int k = 0; k < nq; k++)
         if (!strcmp(q[k].name, name) && index >= q[k].lo && index <= q[k].hi) return &q[k];
@@ -340,7 +339,6 @@ oom:
     return die(1, "out of memory");
 }
 
-/* The sbatch command of job K; IDS[i] is the id of earlier job i. */
 void job_argv(const Loaded *L, const Jobs *J, int k, char **ids, Argv *a) {
     const Job *j = &J->v[k];
     if (j->kind == JOB_TRAIN) group_sbatch(L, j->group, j->list, a);
