@@ -32,6 +32,8 @@ static int chunk_rows(int C) {
     return r;
 }
 
+enum { SUM_BLOCK = 256 };
+
 double op_classifier(real *losses, real *dx, real *dwte, const real *x,
                      const real *wte, const int32_t *targets, int N, int C,
                      int V, int Vp, real dscale) {
@@ -54,12 +56,23 @@ double op_classifier(real *losses, real *dx, real *dwte, const real *x,
 #pragma omp simd reduction(max : mx)
             for (int j = 0; j < V; j++) mx = zi[j] > mx ? zi[j] : mx;
             double zy = (double)zi[y], s = 0;
-            /* exponentials are computed once and kept for the gradient */
-#pragma omp simd reduction(+ : s)
-            for (int j = 0; j < V; j++) {
-                real e = AVEXP(zi[j] - mx);
-                zi[j] = e;
-                s += (double)e;
+            /* Exponentials are computed once and kept for the gradient.  The
+             * sum runs in blocks of SUM_BLOCK, each summed in real across the
+             * vector lanes and added to s in double: gcc 12 cannot vectorize a
+             * float-to-double reduction, and with s summed directly the loop
+             * ran scalar, at 4 ns an element (6x the blocked loop, 22% of the
+             * classifier at cpu-tiny).  A block's sum has at most SUM_BLOCK /
+             * 16 terms a lane, so its relative error stays under 1e-6. */
+            for (int j0 = 0; j0 < V; j0 += SUM_BLOCK) {
+                const int j1 = V - j0 < SUM_BLOCK ? V : j0 + SUM_BLOCK;
+                real bs = 0;
+#pragma omp simd reduction(+ : bs)
+                for (int j = j0; j < j1; j++) {
+                    real e = AVEXP(zi[j] - mx);
+                    zi[j] = e;
+                    bs += e;
+                }
+                s += (double)bs;
             }
             double li = (double)mx + log(s) - zy;
             if (losses) losses[r0 + i] = (real)li;
