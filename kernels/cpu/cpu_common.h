@@ -7,17 +7,9 @@
 #include "real.h"
 
 #ifdef SG_DOUBLE
-#define RSQRT(x) (1.0 / sqrt(x))
-#define REXP exp
-#define RLOG log
 #define RSQRTF sqrt
-#define RERF erf
 #else
-#define RSQRT(x) (1.0f / sqrtf(x))
-#define REXP expf
-#define RLOG logf
 #define RSQRTF sqrtf
-#define RERF erff
 #endif
 
 /* Row reductions (LayerNorm weight gradients, embedding position gradients)

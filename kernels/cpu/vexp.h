@@ -37,7 +37,7 @@
 #else
 static inline float sg_vexpf(float x) {
     const float lo = -87.33654f, hi = 88.0f, shifter = 12582912.0f; /* 1.5 * 2^23 */
-    float xc = x > hi ? hi : x;
+    float xc = x < hi ? x : hi; /* a NaN becomes hi: converting it to int32_t would be undefined */
     xc = xc < lo ? lo : xc;
     /* k = round(x / ln2): adding 1.5*2^23 rounds to an integer in float */
     const float kf = AFMA(xc, 1.44269504088896341f, shifter) - shifter;
@@ -55,7 +55,7 @@ static inline float sg_vexpf(float x) {
         int32_t i;
         float f;
     } two_k = {.i = ((int32_t)kf + 127) << 23};
-    return x < lo ? 0.0f : p * two_k.f;
+    return x < lo ? 0.0f : x == x ? p * two_k.f : x;
 }
 #define AVEXP sg_vexpf
 #endif
