@@ -40,6 +40,15 @@ static inline double sg_vnormal_cdf(double x, double e) {
 static const float VN_P[8] = {0.9654687643051147f, -0.1405360996723175f, 0.019852040335536003f, -0.0022853752598166466f, 0.00021873101650271565f, -1.7788002878660336e-05f, 4.1880164758367755e-07f, 7.956843006695635e-08f};
 static const float VN_H[11] = {0.339621901512146f, 0.2414349913597107f, 0.1383046805858612f, 0.05540618672966957f, 0.006812114268541336f, -0.008272478356957436f, -0.0065699378028512f, 0.0007062832009978592f, 0.00401133531704545f, -0.0022100326605141163f, 0.0003678942157421261f};
 
+/* c[0] + c[1] x + ... + c[n-1] x^(n-1); unrolled, so that the loops calling
+ * it stay vectorizable */
+static inline __attribute__((always_inline)) float vn_horner(const float *c, int n, float x) {
+    float r = c[n - 1];
+#pragma GCC unroll 16
+    for (int k = n - 2; k >= 0; k--) r = AFMA(r, x, c[k]);
+    return r;
+}
+
 /* exp(-x^2 / 2) */
 static inline float sg_vnormal_exp(float x) {
     x = fabsf(x) > 16.0f ? 16.0f : x; /* 0 in float from 13.2 on; no inf * inf - inf */
@@ -51,27 +60,10 @@ static inline float sg_vnormal_exp(float x) {
 static inline float sg_vnormal_cdf(float x, float e) {
     const float u = x * 0.70710678118654752f, a = fabsf(u);
     const float z = AFMA(u * u, 2.0f, -1.0f);
-    float p = VN_P[7];
-    p = AFMA(p, z, VN_P[6]);
-    p = AFMA(p, z, VN_P[5]);
-    p = AFMA(p, z, VN_P[4]);
-    p = AFMA(p, z, VN_P[3]);
-    p = AFMA(p, z, VN_P[2]);
-    p = AFMA(p, z, VN_P[1]);
-    p = AFMA(p, z, VN_P[0]);
+    const float p = vn_horner(VN_P, 8, z);
     const float near0 = AFMA(0.5f * u, p, 0.5f);
     const float v = 1.0f / AFMA(0.5f, a, 1.0f), s = (v - VN_V_LO) * VN_V_INV;
-    float h = VN_H[10];
-    h = AFMA(h, s, VN_H[9]);
-    h = AFMA(h, s, VN_H[8]);
-    h = AFMA(h, s, VN_H[7]);
-    h = AFMA(h, s, VN_H[6]);
-    h = AFMA(h, s, VN_H[5]);
-    h = AFMA(h, s, VN_H[4]);
-    h = AFMA(h, s, VN_H[3]);
-    h = AFMA(h, s, VN_H[2]);
-    h = AFMA(h, s, VN_H[1]);
-    h = AFMA(h, s, VN_H[0]);
+    const float h = vn_horner(VN_H, 11, s);
     const float half_erfc = 0.5f * e * (v * h);
     const float tail = x < 0 ? half_erfc : 1.0f - half_erfc;
     return a < (x < 0 ? 0.5f : 1.0f) ? near0 : tail;
