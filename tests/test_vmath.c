@@ -31,6 +31,12 @@ static void err_add(Err *e, double u, float x) {
     e->within1 += u <= 1.0;
 }
 
+/* e becomes the record of both ranges */
+static void err_merge(Err *e, Err o) {
+    e->n += o.n, e->within1 += o.within1;
+    if (!(o.worst <= e->worst)) e->worst = o.worst, e->worst_x = o.worst_x;
+}
+
 static float from_bits(uint32_t b) {
     float f;
     memcpy(&f, &b, sizeof f);
@@ -89,15 +95,13 @@ static void accuracy(void) {
     /* exp over (-87.3, 0.5]: the softmax loops' arguments */
     Err e = sweep(v_exp, ref_exp, 0, 0x3f000001u, 61);
     Err n = sweep(v_exp, ref_exp, NEG(0), NEG(0x42aeac4fu), 61);
-    e.n += n.n, e.within1 += n.within1;
-    if (!(n.worst <= e.worst)) e.worst = n.worst, e.worst_x = n.worst_x;
+    err_merge(&e, n);
     check_err("sg_vexpf, [-87.3, 0.5]", e, 1.0, 0.99);
     /* exp(-x^2/2) and Phi over |x| < 14 (beyond, exp(-x^2/2) is 0 in
      * float and Phi is 0 or 1) */
     Err a = sweep(v_nexp, ref_nexp, 0, 0x41600000u, 97);
     Err b = sweep(v_nexp, ref_nexp, NEG(0), NEG(0x41600000u), 97);
-    a.n += b.n, a.within1 += b.within1;
-    if (!(b.worst <= a.worst)) a.worst = b.worst, a.worst_x = b.worst_x;
+    err_merge(&a, b);
     check_err("sg_vnormal_exp, |x| < 14", a, 3.0, 0.90);
     Err p = sweep(v_cdf, ref_cdf, 0, 0x41600000u, 97);
     check_err("sg_vnormal_cdf, x in [0, 14)", p, 4.0, 0.95);
