@@ -311,7 +311,10 @@ $(CB)/tg/table_cpu.o: tests/gpu/table_cpu.c
 $(CB)/tg/check.o: tests/check.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) -c $< -o $@
-$(CB)/test_gpu_ops: $(CB)/tg/test_gpu_ops.o $(CB)/tg/table_gpu.o $(CB)/tg/table_cpu.o $(CB)/tg/check.o $(GPU_CPU_OBJS) $(CB)/libsg_cuda.a
+# test_gpu_ops: its main, one file of cases per op group, the op tables
+GPU_TEST_OBJS := $(patsubst tests/gpu/%.c,$(CB)/tg/%.o,tests/gpu/test_gpu_ops.c $(wildcard tests/gpu/gpu_ops_*.c)) \
+                 $(CB)/tg/table_gpu.o $(CB)/tg/table_cpu.o $(CB)/tg/check.o
+$(CB)/test_gpu_ops: $(GPU_TEST_OBJS) $(GPU_CPU_OBJS) $(CB)/libsg_cuda.a
 	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(BLAS_LIBS)
 $(CB)/bench_gpu: $(CB)/tg/bench_gpu.o $(CB)/libsg_cuda.a
 	$(CC) $(CUDA_CFLAGS) $^ -o $@ $(CUDA_LDLIBS)

@@ -115,7 +115,7 @@ check '[ $? -eq 0 ]' "the emulated CUDA sgtrain links"$'\n'"$out"
 # test-gpu's op test, tests/gpu/test_gpu_ops.c, over the same kernels: its C
 # objects and the CPU reference ops (prefixed cpu_) as `make cuda` builds them
 CB=$B/cuda
-TG=("$CB/tg/test_gpu_ops.o" "$CB/tg/table_gpu.o" "$CB/tg/table_cpu.o" "$CB/tg/check.o")
+read -r -a TG <<<"$(mk emu-print-gpu-test-objs)"
 REF=($(ls kernels/cpu/*.c | sed "s|^|$CB/ref/|; s|\.c\$|.o|"))
 out=$(mk "${TG[@]}" "${REF[@]}" 2>&1)
 check '[ $? -eq 0 ]' "test_gpu_ops's objects build"$'\n'"$out"

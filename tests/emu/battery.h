@@ -108,7 +108,7 @@ inline std::vector<double> strided(const float *x, long rows, int cols, int stri
 inline std::vector<double> flat(const float *x, long n) { return strided(x, 1, (int)n, 0, 0); }
 inline std::vector<double> flat(const Buf &b) { return flat(b.p(), (long)b.n); }
 
-/* ---- comparison, as tests/gpu/test_gpu_ops.c's same() -------------------- */
+/* ---- comparison, as test_gpu_ops's same() (tests/gpu/gpu_ops_common.c) --- */
 
 static std::string g_tag;
 static double g_worst; /* the case's worst error, as a fraction of its tolerance */

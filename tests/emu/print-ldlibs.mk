@@ -14,3 +14,6 @@ emu-print-host-libs:
 	@echo -lm -fopenmp $(YAML_LIBS) $(JSON_LIBS) $(TOK_LIBS) $(MPI_LIBS)
 emu-print-mpi-cflags:
 	@echo $(MPI_CFLAGS)
+# test_gpu_ops's own objects (the Makefile's GPU_TEST_OBJS)
+emu-print-gpu-test-objs:
+	@echo $(GPU_TEST_OBJS)
