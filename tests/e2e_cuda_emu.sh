@@ -77,7 +77,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attenti
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
-OPS="layernorm elementwise embed gate classifier matmul weight_copies upload_staging" # $k.cu: bf16 build
+OPS="layernorm elementwise embed gate classifier matmul gemm weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
 t0=$SECONDS
@@ -107,13 +107,14 @@ for k in $OPS; do
     bg g++ "$W/ops/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" -MD -MF "$W/ops/$k.deps" "$W/gen/$k.cpp"
 done
 # the attention forward writes its output's bf16 twin into matmul.cu's table
-# of copies: the attention tests link matmul.cu too (and the weight copies
-# it reads), built as they are; and SG_ATTN=cudnn's CPU twin of cuDNN
+# of copies: the attention tests link matmul.cu too (with the products it
+# runs, gemm.cu, and the weight copies it reads), built as they are; and
+# SG_ATTN=cudnn's CPU twin of cuDNN
 modes=(bf16 $([ $fp32 = 1 ] && echo fp32))
 for mode in "${modes[@]}"; do
     bg g++ "$W/$mode/emu_cudnn.o" "${CXXF[@]}" "${INC[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
         -MD -MF "$W/$mode/emu_cudnn.deps" "$E/emu_cudnn.cpp"
-    for k in matmul weight_copies; do
+    for k in matmul gemm weight_copies; do
         bg g++ "$W/$mode/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
             -MD -MF "$W/$mode/$k.deps" "$W/gen/$k.cpp"
     done

@@ -138,6 +138,13 @@ void sg_count_free(void);
  * (bench_gpu --matmul, test_gpu_ops): on (1) or off (0), overriding the
  * variable. */
 void sg_matmul_set_tune(int on);
+/* d[m, n] = op(a) op(b) (+ d when accumulate), column-major, with bf16
+ * operands on cuBLASLt; d fp32, or bf16 when out_bf16 (never
+ * accumulated), issued on the stream (gemm.cu). */
+void sg_gemm(void *d, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta, int tb, int lda,
+             int ldb, int ldc, int accumulate, int out_bf16);
+/* SG_MATMUL_STATS=1's report of what tuning chose, per shape (gemm.cu) */
+void sg_gemm_print_tuning(void);
 /* The classifier's rows per chunk for N rows of Vp classes
  * (classifier.cu), and, for tests, a fixed chunk (0: the rule). */
 int sg_classifier_chunk_rows(int N, int Vp);

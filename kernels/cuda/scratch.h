@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-/* SCRATCH_TUNE_*: the outputs SG_MATMUL_TUNE's candidates write (matmul.cu) */
+/* SCRATCH_TUNE_*: the outputs SG_MATMUL_TUNE's candidates write (gemm.cu) */
 enum {
     SCRATCH_BF16_A,
     SCRATCH_BF16_B,

@@ -1,5 +1,5 @@
 /* Stand-in for cublasLt.h in the emulated build: the cuBLASLt calls of the
- * dense layers (kernels/cuda/matmul.cu).
+ * dense layers (kernels/cuda/matmul.cu, gemm.cu).
  *
  * Emulated: a matmul descriptor (compute and scale type, the transposes of
  * A and B), matrix layouts (type, rows, columns, leading dimension; column

@@ -119,7 +119,7 @@ inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, 
     return cudaSuccess;
 }
 
-/* Events, for timing (kernels/cuda/matmul.cu's SG_MATMUL_TUNE).  Work
+/* Events, for timing (kernels/cuda/gemm.cu's SG_MATMUL_TUNE).  Work
  * finishes before its call returns, so recording an event reads the clock:
  * the host's, plus emu::device_extra_ms, the time the emulated device is
  * said to have spent beyond it (the emulated cuBLASLt charges each of its

@@ -136,7 +136,7 @@ static const uint64_t ALGO_WORKSPACE = 1u << 20;
 /* The algorithms the heuristic offers, first choice first; a request for n
  * gets the first n (for 1, the loop alone, as before).  They differ as
  * cuBLASLt's may, so that a tuner that must keep the first choice's bits
- * (kernels/cuda/matmul.cu, SG_MATMUL_TUNE) has something to reject:
+ * (kernels/cuda/gemm.cu, SG_MATMUL_TUNE) has something to reject:
  *   0  emu_gemm.h's loop: each output the exact sum plus beta C, rounded once;
  *   1  the same, in two halves of the columns (another tiling): the same bits;
  *   2  k in two halves, the second half's sum added to the first's fp32

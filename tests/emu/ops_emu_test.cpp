@@ -563,7 +563,7 @@ static void test_logits(int N, int C, int Vp) {
     digest({&z});
 }
 
-/* ---- dense layers (matmul.cu, cuBLASLt) ------------------------------------ */
+/* ---- dense layers (matmul.cu, gemm.cu: cuBLASLt) ----------------------------- */
 
 /* As test_gpu_ops's test_matmul: x ~ N(0, 1), w ~ N(0, 0.1), dout ~ N(0, 1),
  * dW accumulated into N(0, 0.01); the forward twice, bitwise; the

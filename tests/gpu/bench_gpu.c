@@ -219,10 +219,10 @@ static real *dev_rand(long n, double scale, double offset, uint64_t key) {
  * rate: the same op, so the fp32 -> bf16 casts of its operands are in both,
  * but at 8192^3 they are a small part of the time.  TFLOP/s = 2 M K N per
  * product (forward 1, backward 2).  Each shape runs with cuBLASLt's first
- * choice, then tuned (SG_MATMUL_TUNE, kernels/cuda/matmul.cu: the fastest
+ * choice, then tuned (SG_MATMUL_TUNE, kernels/cuda/gemm.cu: the fastest
  * candidate with the first choice's bits, chosen in the warm-up call);
  * SG_MATMUL_STATS=1 adds each shape's candidates and times at exit. */
-void sg_matmul_set_tune(int on); /* kernels/cuda/matmul.cu */
+void sg_matmul_set_tune(int on); /* kernels/cuda/gemm.cu */
 typedef struct {
     int M, K, N;
     const char *what;

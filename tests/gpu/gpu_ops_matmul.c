@@ -40,7 +40,7 @@ void test_matmul(int M, int K, int N) {
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
 
-/* ---- SG_MATMUL_TUNE (kernels/cuda/matmul.cu) -------------------------------
+/* ---- SG_MATMUL_TUNE (kernels/cuda/gemm.cu) ---------------------------------
  * Tuning times cuBLASLt's candidates for a shape on its first call and keeps
  * the fastest of those that give the first choice's bits, so the products
  * with it are bitwise those without.  The dW accumulates twice into zeros,
@@ -50,7 +50,7 @@ void test_matmul(int M, int K, int N) {
  * the same dout it would not: fl(x) + x rounds alike in any order.)  On the
  * device this is the check that cuBLASLt's candidates, run out of place
  * into scratch, give the bits they then give in place. */
-void sg_matmul_set_tune(int on); /* kernels/cuda/matmul.cu */
+void sg_matmul_set_tune(int on); /* kernels/cuda/gemm.cu */
 
 static void test_matmul_tuned(int M, int K, int N) {
     const long ctr = g_ctr; /* the later cases keep the inputs they had before this one */
