@@ -23,7 +23,10 @@
 #     x 3 seeds, 4000 steps each); the goal is under 15 minutes on 2 cores.
 #  7. Data parallelism: 1 and 2 ranks, the gradient sum after the backward
 #     or overlapped with it (tests/bench/bench_dist.sh).
-# BENCH_ONLY=train|torch|tok|report|analysis|toy|dist runs one part.
+#  8. The LM head: op_classifier whole against its three GEMMs alone, in
+#     chunks of 128 to 1024 rows (tests/bench/bench_classifier.c), with the
+#     default BLAS.
+# BENCH_ONLY=train|torch|tok|report|analysis|toy|dist|classifier runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -53,6 +56,10 @@ elif python3 -c 'import torch' 2>/dev/null; then
     done
 else
     echo "(PyTorch not importable: the comparison with PyTorch is skipped; pip install torch to run it)"
+fi
+if part classifier; then
+    echo "=== LM head: op_classifier against its GEMMs alone ==="
+    "$B/bench/bench_classifier" --shape "$SHAPE" | tee "$OUT/classifier.txt"
 fi
 
 fail=0
