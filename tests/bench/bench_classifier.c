@@ -20,20 +20,11 @@
 #include "ops.h"
 #include "profile.h"
 #include "rng.h"
+#include "bench_util.h"
 
 #ifndef SG_BLAS_NAME
 #define SG_BLAS_NAME "?"
 #endif
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
-}
 
 static float *rand_buf(long n, uint64_t key, double scale) {
     float *p = malloc(sizeof *p * (size_t)n);
@@ -61,20 +52,6 @@ static void gemms_alone(double secs[3], float *z, float *dx, float *dwte, const 
     }
 }
 
-static double sgemm_peak(int n) {
-    float *a = rand_buf((long)n * n, 1, 1), *b = rand_buf((long)n * n, 2, 1), *c = malloc(sizeof *c * n * n);
-    double best = 0;
-    blas_threads_sync(n, n, n);
-    for (int r = 0; r < 4; r++) {
-        double t0 = prof_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        double gf = 2.0 * n * n * n / (prof_now() - t0) / 1e9;
-        if (r > 0 && gf > best) best = gf;
-    }
-    free(a), free(b), free(c);
-    return best;
-}
-
 static void bench_shape(const char *tier, int micro_batch, int reps, double peak) {
     Config c;
     char err[256];
@@ -97,7 +74,7 @@ static void bench_shape(const char *tier, int micro_batch, int reps, double peak
         op_classifier(losses, dx, dwte, x, wte, tg, N, C, V, V, (real)(1.0 / N));
         if (r >= 0) t[r] = prof_now() - t0;
     }
-    const double op = median(t, reps);
+    const double op = bench_median(t, reps);
     printf("  %-28s %9.1f ms %7.1f GF/s (%.0f%% of peak)\n", "op_classifier, whole", 1e3 * op, flops / op / 1e9,
            100 * flops / op / 1e9 / peak);
     int rows_max = 1;
@@ -112,7 +89,7 @@ static void bench_shape(const char *tier, int micro_batch, int reps, double peak
             for (int k = 0; r >= 0 && k < 3; k++) s[k][r] = secs[k];
         }
         double m[3], sum = 0;
-        for (int k = 0; k < 3; k++) m[k] = median(s[k], reps), sum += m[k], free(s[k]);
+        for (int k = 0; k < 3; k++) m[k] = bench_median(s[k], reps), sum += m[k], free(s[k]);
         char what[64];
         snprintf(what, sizeof what, "GEMMs alone, %d-row chunks", rows);
         printf("  %-28s %9.1f ms %7.1f GF/s | logits %6.1f, dx %6.1f, dwte %6.1f GF/s\n", what, 1e3 * sum,
@@ -136,7 +113,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_classifier: --shape %s: expected cpu-tiny, 10M or all\n", only);
         return 2;
     }
-    double peak = sgemm_peak(2048);
+    double peak = bench_sgemm_peak(2048);
     printf("BLAS %s, %d threads: sgemm 2048^3 peak %.1f GFLOP/s\n", SG_BLAS_NAME, op_threads(), peak);
     if (!strcmp(only, "all") || !strcmp(only, "cpu-tiny")) bench_shape("cpu-tiny", 8, reps, peak);
     if (!strcmp(only, "all") || !strcmp(only, "10M")) bench_shape("10M", 4, reps, peak);

@@ -36,6 +36,7 @@
 
 #include "textsrc.h"
 #include "tokenizer.h"
+#include "bench_util.h"
 
 enum { ITEM_BYTES = 1 << 20, MAX_T = 64 }; /* ITEM_BYTES: as tools/sgtok.c */
 
@@ -60,20 +61,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double *s = malloc((size_t)n * sizeof *s);
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
 }
 
 static double best(const double *v, int n) {
@@ -299,7 +286,7 @@ int main(int argc, char **argv) {
            "Mtok/s", "scaling", "runs");
     json_object *jr = json_object_new_array();
     for (int c = 0; c < ncfg; c++) {
-        double b = best(cfg[c].secs, cfg[c].n), m = median(cfg[c].secs, cfg[c].n);
+        double b = best(cfg[c].secs, cfg[c].n), m = bench_median(cfg[c].secs, cfg[c].n);
         int is_items = !strcmp(cfg[c].mode, "items");
         if (is_items && cfg[c].threads == 1) base = mb / b;
         /* scaling efficiency: best MB/s over (threads x items on 1 thread) */

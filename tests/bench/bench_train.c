@@ -20,6 +20,7 @@
 #include "optim.h"
 #include "profile.h"
 #include "rng.h"
+#include "bench_util.h"
 
 #ifndef SG_BLAS_NAME
 #define SG_BLAS_NAME "?"
@@ -31,32 +32,6 @@ typedef struct {
     int micro_batch;
     int steps;
 } Shape;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Best of several n^3 sgemms: the BLAS's practical peak on this machine. */
-static double sgemm_peak(int n) {
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
-          *c = malloc(sizeof(float) * n * n);
-    for (long i = 0; i < (long)n * n; i++) {
-        a[i] = (float)rng_uniform(1, (uint64_t)i);
-        b[i] = (float)rng_uniform(2, (uint64_t)i);
-    }
-    double best = 0;
-    for (int r = 0; r < 4; r++) {
-        double t0 = prof_now();
-        op_matmul_fwd(c, a, b, n, n, n); /* one sgemm, through the same call the model uses */
-        double t = prof_now() - t0, gf = 2.0 * n * n * n / t / 1e9;
-        if (r > 0 && gf > best) best = gf;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return best;
-}
 
 enum { TOP_SITES = 12 };
 
@@ -105,8 +80,7 @@ static Result bench_arm(const Shape *sh, const char *arm) {
         if (s >= 0) times[s] = prof_now() - t0;
     }
     prof_on = 0;
-    qsort(times, sh->steps, sizeof(double), cmp_double);
-    r.step_s = times[sh->steps / 2];
+    r.step_s = bench_median(times, sh->steps);
     r.tok_s = (double)B * T / r.step_s;
     for (int k = 0; k < PROF_N; k++) {
         r.secs[k] = prof_secs[k] / sh->steps;
@@ -142,7 +116,7 @@ int main(int argc, char **argv) {
         }
     }
     FILE *js = json_path ? fopen(json_path, "w") : NULL;
-    double peak = sgemm_peak(2048);
+    double peak = bench_sgemm_peak(2048);
     printf("BLAS %s, %d threads: sgemm 2048^3 peak %.1f GFLOP/s\n\n", SG_BLAS_NAME, op_threads(), peak);
     if (js) fprintf(js, "{\"blas\": \"%s\", \"threads\": %d, \"sgemm_peak_gflops\": %.2f, \"shapes\": {", SG_BLAS_NAME, op_threads(), peak);
     int first_shape = 1;
