@@ -127,7 +127,7 @@ echo "built in $((SECONDS - t0)) s"
 
 # --- runs ------------------------------------------------------------------------
 t0=$SECONDS
-# test_gpu_ops (single-threaded, ~100 s) beside the rest
+# test_gpu_ops (single-threaded, ~150 s) beside the rest
 [ -x "$W/test_gpu_ops" ] && { "$W/test_gpu_ops" >"$W/test_gpu_ops.log" 2>&1; echo $? >"$W/test_gpu_ops.rc"; } &
 tgo=$!
 EMU=$W/sgtrain
