@@ -207,8 +207,7 @@ const sg_bf16 *attn_pack_kept(const real *q, const real *k, const real *v, const
     static bool stats;
     if (!stats) { /* SG_MATMUL_STATS=1, as matmul.cu's counts */
         stats = true;
-        const char *s = getenv("SG_MATMUL_STATS");
-        if (s && s[0] == '1') atexit(print_stats);
+        if (sg_env_switch("SG_MATMUL_STATS", 0) == 1) atexit(print_stats);
     }
     const KeptPack *e = pack_find(q, k, v, a);
     if (!e || e->frees != sg_free_count()) return nullptr;

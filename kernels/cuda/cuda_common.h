@@ -15,9 +15,19 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
 #include "scratch.h"
+
+/* An on/off environment switch: unset or empty gives dflt, "1" on (1), "0"
+ * off (0), anything else -1, which the caller reports: "off" or "no" must
+ * not read as on. */
+static inline int sg_env_switch(const char *name, int dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    return !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : -1;
+}
 
 #define CUDA_CHECK(call)                                                                        \
     do {                                                                                        \

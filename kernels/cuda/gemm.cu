@@ -123,11 +123,7 @@ enum { TUNE_CANDIDATES = 8, TUNE_REPS = 5, DIFF_BLOCKS = 128 };
 static int g_tune = -1; /* SG_MATMUL_TUNE, read once; sg_matmul_set_tune */
 
 /* 1 on, 0 off, -1 a bad value */
-static int tune_env(void) {
-    const char *e = getenv("SG_MATMUL_TUNE");
-    if (!e || !*e || !strcmp(e, "0")) return 0;
-    return !strcmp(e, "1") ? 1 : -1;
-}
+static int tune_env(void) { return sg_env_switch("SG_MATMUL_TUNE", 0); }
 #define TUNE_ERROR \
     "SG_MATMUL_TUNE must be \"0\" (or unset: the heuristic's first choice) or \"1\" (time the candidates)"
 

@@ -182,12 +182,6 @@ static void print_stats(void) {
 static int keep_on(void);
 extern "C" int sg_keep_copies(void) { return keep_on(); }
 
-/* A switch: unset or empty gives dflt, "1" on, "0" off, anything else -1 */
-static int env_switch(const char *name, int dflt) {
-    const char *e = getenv(name);
-    if (!e || !*e) return dflt;
-    return !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : -1;
-}
 /* A bad value stops the program as it loads, with the usage status, before
  * a run directory exists (as a bad SG_ATTN does): "off" or "no" must not
  * read as on. */
@@ -198,7 +192,7 @@ __attribute__((constructor)) static void switches_check_env(void) {
         {"SG_MATMUL_STATS", "\"0\" (or unset) or \"1\" (the matmuls' counts and tuning printed at exit)"},
     };
     for (int i = 0; i < 3; i++)
-        if (env_switch(what[i][0], 0) < 0) {
+        if (sg_env_switch(what[i][0], 0) < 0) {
             fprintf(stderr, "%s: %s must be %s\n", getenv(what[i][0]), what[i][0], what[i][1]);
             exit(2);
         }
@@ -207,9 +201,9 @@ __attribute__((constructor)) static void switches_check_env(void) {
 /* SG_MATMUL_KEEP, SG_TWIN_POISON and SG_MATMUL_STATS, read together once */
 static void read_env(void) {
     if (g_keep >= 0) return;
-    g_keep = env_switch("SG_MATMUL_KEEP", 1);
-    g_poison = env_switch("SG_TWIN_POISON", 0);
-    if (env_switch("SG_MATMUL_STATS", 0) == 1) atexit(print_stats);
+    g_keep = sg_env_switch("SG_MATMUL_KEEP", 1);
+    g_poison = sg_env_switch("SG_TWIN_POISON", 0);
+    if (sg_env_switch("SG_MATMUL_STATS", 0) == 1) atexit(print_stats);
 }
 static int keep_on(void) {
     read_env();
@@ -234,11 +228,7 @@ extern "C" long sg_matmul_stores_skipped(void) { return g_unstored; }
 extern "C" long sg_matmul_bf16_outputs(void) { return g_bf16_out; }
 
 /* SG_BF16_OPERANDS: 1 (or unset) on, 0 off, -1 a bad value */
-static int bf16_operands_env(void) {
-    const char *e = getenv("SG_BF16_OPERANDS");
-    if (!e || !*e || !strcmp(e, "1")) return 1;
-    return !strcmp(e, "0") ? 0 : -1;
-}
+static int bf16_operands_env(void) { return sg_env_switch("SG_BF16_OPERANDS", 1); }
 #define BF16_OPERANDS_ERROR \
     "SG_BF16_OPERANDS must be \"1\" (or unset: the tensors promised as bf16 operands, such as the MLP's hidden " \
     "activation, stored in bf16 as autocast stores them) or \"0\" (stored in fp32)"
@@ -255,11 +245,7 @@ __attribute__((constructor)) static void bf16_operands_check_env(void) {
  * or as their twins) laid out in half their reals (op_promised_len), 0 in
  * all of them, as before: the same bits either way, in more memory; -1 a
  * bad value */
-static int compact_env(void) {
-    const char *e = getenv("SG_COMPACT_ACTS");
-    if (!e || !*e || !strcmp(e, "1")) return 1;
-    return !strcmp(e, "0") ? 0 : -1;
-}
+static int compact_env(void) { return sg_env_switch("SG_COMPACT_ACTS", 1); }
 __attribute__((constructor)) static void compact_check_env(void) {
     if (compact_env() >= 0) return;
     fprintf(stderr,

@@ -70,8 +70,7 @@ extern "C" void op_params(const real *buf, long n) {
     drop_all();
     g_base = buf, g_len = buf && n > 0 ? n : 0;
     static int stats;
-    const char *e = getenv("SG_MATMUL_STATS");
-    if (!stats && e && e[0] == '1') stats = 1, atexit(print_stats);
+    if (!stats && sg_env_switch("SG_MATMUL_STATS", 0) == 1) stats = 1, atexit(print_stats);
 }
 
 /* op_free(p): the promise ends with its vector */
