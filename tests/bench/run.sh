@@ -59,6 +59,7 @@ else
 fi
 if part classifier; then
     echo "=== LM head: op_classifier against its GEMMs alone ==="
+    make -s B="$B" "$B/bench/bench_classifier" >/dev/null || exit 1
     "$B/bench/bench_classifier" --shape "$SHAPE" | tee "$OUT/classifier.txt"
 fi
 
