@@ -10,7 +10,7 @@
 #include "profile.h"
 #include "rng.h"
 
-static int bench_cmp_double(const void *a, const void *b) {
+static inline int bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }

@@ -33,6 +33,13 @@ static int bf16_operands_on(void) {
     return !(e && e[0] == '0');
 }
 
+static float bf16_widen(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* What a promised tensor holds, as fp32: its bf16 values widened (or its
  * fp32 values, SG_BF16_OPERANDS=0). */
 static real *operand_values(const real *d, long n) {

@@ -86,12 +86,6 @@ real *dev_copy(const real *d, long n) {
 
 int emulated(void) { return strstr(gpu_ops.backend(), "emulated") != NULL; }
 
-float bf16_widen(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 /* round to nearest even, as __float2bfloat16 (finite x) */
 float bf16_round(float x) {
     uint32_t b;

@@ -25,7 +25,6 @@ void bitwise(const char *what, const real *d1, const real *d2, long n);
 void bits_as(const char *what, const char *of, const real *d1, const real *d2, long n);
 int twins_on(void);
 int emulated(void);
-float bf16_widen(uint16_t b);
 float bf16_round(float x);
 
 /* gpu_ops_matmul.c */
