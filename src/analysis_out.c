@@ -10,6 +10,7 @@
 #include "analysis_out.h"
 #include "fsutil.h"
 #include "ops.h"
+#include "utf8.h"
 
 static json_object *jnum(double x) { return isfinite(x) ? json_object_new_double(x) : json_object_new_null(); }
 
@@ -210,16 +211,9 @@ static json_object *token_text(const Tokenizer *t, uint32_t id) {
     if (!out) abort();
     size_t k = 0;
     for (size_t i = 0; i < n;) {
-        int len = p[i] < 0x80 ? 1 : (p[i] >> 5) == 6 ? 2 : (p[i] >> 4) == 14 ? 3 : (p[i] >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n;
-        for (int j = 1; ok && j < len; j++) ok = (p[i + j] & 0xc0) == 0x80;
-        if (ok && len > 1) { /* no overlong forms or surrogates */
-            uint32_t cp = p[i] & (0x7f >> len);
-            for (int j = 1; j < len; j++) cp = cp << 6 | (p[i + j] & 0x3f);
-            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff &&
-                 !(cp >= 0xd800 && cp <= 0xdfff);
-        }
-        if (ok) {
+        uint32_t cp;
+        int len = utf8_char(p + i, n - i, &cp);
+        if (len) {
             memcpy(out + k, p + i, (size_t)len);
             k += (size_t)len, i += (size_t)len;
         } else {

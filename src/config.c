@@ -3,6 +3,7 @@
 #include "arms.h"
 #include "errmsg.h"
 #include "json_out.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -389,6 +390,12 @@ static int set_field(Config *c, int idx, const char *value, char *err, size_t er
         if (n >= cap)
             return sg_fail(err, errlen, "%s: value is too long (%zu bytes, at most %zu)", f->key,
                           n, cap - 1);
+        /* Every run saves its config as YAML, which is UTF-8 text: a value
+         * that is not could be written but never read back (a resume, an
+         * analysis or an export of the run would then fail). */
+        if (!utf8_valid(value, n))
+            return sg_fail(err, errlen, "%s: '%s' is not valid UTF-8 (configs are saved as YAML, "
+                          "which is UTF-8); use a name in UTF-8", f->key, value);
         if (strcmp(f->key, "arm") == 0 && !arm_find(value))
             return sg_fail(err, errlen, "arm: unknown arm '%s' (known arms: %s)", value,
                           arm_names());
@@ -510,7 +517,7 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
                             col, event_kind(t));
             } else {
                 const char *key = (const char *)ev.data.scalar.value;
-                cur = field_index(key);
+                cur = strlen(key) == ev.data.scalar.length ? field_index(key) : -1;
                 if (cur < 0) {
                     unknown_key(key, sub, sizeof sub);
                     rc = sg_fail(err, errlen, "%s:%zu:%zu: %s", name, line, col, sub);
@@ -538,7 +545,11 @@ int config_load_yaml_buf(Config *c, const char *text, size_t len, const char *na
                             name, line, col, FIELDS[cur].key, event_kind(t));
             } else {
                 const char *v = (const char *)ev.data.scalar.value;
-                int r = strcmp(FIELDS[cur].key, "tier") == 0
+                /* a "\0" escape would silently cut the value short */
+                int r = strlen(v) != ev.data.scalar.length
+                            ? sg_fail(sub, sizeof sub, "%s: the value holds a NUL character (\\0)",
+                                      FIELDS[cur].key)
+                        : strcmp(FIELDS[cur].key, "tier") == 0
                             ? config_from_tier(c, v, sub, sizeof sub)
                             : set_field(c, cur, v, sub, sizeof sub);
                 if (r)
@@ -715,23 +726,36 @@ static void fmt_double(char *buf, size_t n, double v) {
     }
 }
 
+/* A double-quoted YAML scalar that reads back as exactly S (valid UTF-8:
+ * set_field sees to it).  Escaped: what YAML would fold or refuse in a
+ * file, namely the C0 and C1 controls, DEL, the line breaks U+0085, U+2028
+ * and U+2029 (\N, \L, \P), the byte-order mark and the noncharacters
+ * U+FFFE and U+FFFF; everything else is written as it is. */
 static void yaml_quote(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0, n = strlen(s); i < n;) {
+        uint32_t cp;
+        int len = utf8_char(p + i, n - i, &cp);
+        if (!len) len = 1, cp = p[i]; /* not reached for a set_field value */
+        switch (cp) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
         case '\n': fputs("\\n", f); break;
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
+        case 0x85: fputs("\\N", f); break;
+        case 0x2028: fputs("\\L", f); break;
+        case 0x2029: fputs("\\P", f); break;
         default:
-            /* Bytes >= 0x80 pass through: YAML is UTF-8, and \xNN would name
-             * a code point, not a byte. */
-            if (*p < 0x20 || *p == 0x7f)
-                fprintf(f, "\\x%02x", *p);
+            if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+                fprintf(f, "\\x%02x", (unsigned)cp);
+            else if (cp == 0xfeff || cp == 0xfffe || cp == 0xffff)
+                fprintf(f, "\\u%04x", (unsigned)cp);
             else
-                fputc(*p, f);
+                fwrite(p + i, 1, (size_t)len, f);
         }
+        i += (size_t)len;
     }
     fputc('"', f);
 }

@@ -203,6 +203,18 @@ static void test_set(void) {
     CHECK(config_set(&c, "arm", "normgate", err, sizeof err) == 0 &&
               strcmp(c.arm, "normgate") == 0,
           "arm normgate");
+    /* Text fields must be UTF-8: a run saves its config as YAML, which
+     * could not hold anything else, so the run could never be resumed. */
+    const char *not_utf8[] = {"runs/\xff", "runs/\xc0\xaf", "runs/\xed\xa0\x80", "runs/\xe2\x80",
+                              "runs/\xf4\x90\x80\x80"};
+    for (int i = 0; i < 5; i++) {
+        err[0] = 0;
+        CHECK(config_set(&c, "out", not_utf8[i], err, sizeof err) != 0 && strstr(err, "out: '") &&
+                  strstr(err, "is not valid UTF-8") && strcmp(c.out, "runs/a b") == 0,
+              "invalid UTF-8 %d refused, out unchanged: %s", i, err);
+    }
+    CHECK(config_set(&c, "data", "d/\xf0\x9f\x98\x80 \xe2\x80\xa8", err, sizeof err) == 0,
+          "four-byte and line-separator characters are UTF-8: %s", err);
     const char *yes[] = {"true", "yes", "on", "1", "TRUE", "On"};
     const char *no[] = {"false", "no", "off", "0", "False", "NO"};
     for (int i = 0; i < 6; i++) {
@@ -369,6 +381,21 @@ static void test_yaml_roundtrip(void) {
     CHECK(memcmp(&a, &b, sizeof a) == 0, "awkward round trip identical");
     CHECK(strcmp(a.out, b.out) == 0, "out '%s' vs '%s'", a.out, b.out);
 
+    /* Characters YAML reads as line breaks or refuses in a file: U+0085,
+     * U+2028, U+2029, a C1 control, the byte-order mark, U+FFFE (the
+     * fuzzer's first finding: NEL came back as a space). */
+    config_set(&a, "data", "a\xc2\x85" "b\xe2\x80\xa8" "c\xe2\x80\xa9" "d\xc2\x80" "e\xef\xbb\xbf"
+               "f\xef\xbf\xbe" "g\xe6\x97\xa5\x7f", err, sizeof err);
+    char *breaks = NULL;
+    CHECK(config_to_yaml_string(&a, &breaks) == 0, "to_yaml_string");
+    CHECK(strstr(breaks, "\ndata: \"a\\Nb\\Lc\\Pd\\x80e\\ufefff\\ufffeg\xe6\x97\xa5\\x7f\"\n"),
+          "escaped as \\N \\L \\P \\x80 \\ufeff \\ufffe, other text as it is:\n%s", breaks);
+    load_zeroed(&b, breaks, &rc, err, sizeof err);
+    CHECK(rc == 0 && strcmp(a.data, b.data) == 0, "line breaks round trip: '%s' vs '%s' %s", a.data,
+          b.data, err);
+    free(breaks);
+    config_set(&a, "data", "", err, sizeof err);
+
     /* Through a real file too. */
     const char *path = write_file("resolved.yaml", text);
     memset(&b, 0, sizeof b);
@@ -478,6 +505,9 @@ static void test_yaml_errors(void) {
          "seq.yaml:1:6: 'arm' must be a scalar value, got a sequence"},
         {"badint.yaml", "n_layer: 2\nn_head: four\n",
          "badint.yaml:2:9: n_head: expected a positive integer, got 'four'"},
+        {"nul.yaml", "n_layer: 2\ndata: \"runs\\0/x\"\n",
+         "nul.yaml:2:7: data: the value holds a NUL character (\\0)"},
+        {"nulkey.yaml", "\"data\\0x\": d\n", "nulkey.yaml:1:1: unknown key 'data'"},
         {"overflow.yaml", "micro_batch: 99999999999\n",
          "overflow.yaml:1:14: micro_batch: expected a positive integer, got '99999999999' (out of range)"},
         {"range.yaml", "beta2: 1.5\n", "range.yaml:1:8: beta2: expected a number in [0, 1), got '1.5'"},
