@@ -130,6 +130,11 @@ static FILE *open_checked(const char *path, CkptMeta *meta, uint8_t h[CKPT_FIXED
         goto bad;
     }
     meta->step = get_u64le(h + OFF_STEP);
+    if (meta->step > (uint64_t)INT64_MAX) {
+        sg_fail(err, errlen, "%s: step %llu is impossible; the header is corrupt", path,
+                (unsigned long long)meta->step);
+        goto bad;
+    }
     meta->seed = get_u64le(h + OFF_SEED);
     memcpy(meta->arm, h + OFF_ARM, 64);
     if (!memchr(meta->arm, 0, 64)) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "errmsg.h"
 #include "ops.h"
 
 int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size_t errlen) {
@@ -20,6 +21,27 @@ int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size
     return 0;
 }
 
+int ckpt_saved_config(const CkptMeta *meta, const char *path, Config *cfg, char *err, size_t errlen) {
+    char cerr[1024];
+    /* a defined starting point: nothing is left as it was in *cfg */
+    if (config_from_tier(cfg, "cpu-tiny", cerr, sizeof cerr) ||
+        config_load_yaml_buf(cfg, meta->config_yaml, meta->config_len, path, cerr, sizeof cerr))
+        return sg_fail(err, errlen, "%s: the saved config does not parse: %s", path, cerr);
+    if (config_validate(cfg, cerr, sizeof cerr))
+        return sg_fail(err, errlen, "%s: the saved config is not valid (%s); the checkpoint is damaged",
+                       path, cerr);
+    if (strcmp(meta->arm, cfg->arm))
+        return sg_fail(err, errlen, "%s: the header says arm '%s', the saved config '%s'; the checkpoint "
+                       "is damaged", path, meta->arm, cfg->arm);
+    if (meta->seed != (uint64_t)cfg->seed)
+        return sg_fail(err, errlen, "%s: the header says seed %llu, the saved config %ld; the checkpoint "
+                       "is damaged", path, (unsigned long long)meta->seed, cfg->seed);
+    if (meta->step > (uint64_t)cfg->iters)
+        return sg_fail(err, errlen, "%s: at step %llu, beyond the saved config's iters %ld; the "
+                       "checkpoint is damaged", path, (unsigned long long)meta->step, cfg->iters);
+    return 0;
+}
+
 int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, char *err,
                           size_t errlen) {
     char path[4096];
@@ -28,12 +50,8 @@ int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, ch
     else snprintf(path, sizeof path, "%s", src);
     CkptMeta meta;
     if (ckpt_read_meta(path, &meta, err, errlen)) return -1;
-    char cerr[1024];
     int rc = -1;
-    if (config_load_yaml_buf(cfg, meta.config_yaml, meta.config_len, path, cerr, sizeof cerr)) {
-        snprintf(err, errlen, "%s: the saved config does not parse: %s", path, cerr);
-        goto out;
-    }
+    if (ckpt_saved_config(&meta, path, cfg, err, errlen)) goto out;
     if (model_build(m, cfg, err, errlen)) goto out;
     CkptMeta full;
     if (ckpt_load(path, &full, m->h_params, m->h_adam_m, m->h_adam_v, (uint64_t)m->n_params, err, errlen)) {

@@ -5,12 +5,20 @@
 
 #include <stddef.h>
 
+#include "checkpoint.h"
 #include "model.h"
 #include "safetensors.h"
 
 /* Every tensor of the model from `prefix` + name (e.g. "param."); shapes
  * must match; a missing tensor is an error. */
 int model_load_st(Model *m, const StFile *f, const char *prefix, char *err, size_t errlen);
+
+/* The config a checkpoint was saved with (META from ckpt_read_meta of
+ * PATH), checked before anything is built from it: it parses, passes
+ * config_validate, and agrees with the header on the arm and the seed,
+ * with the header's step no later than its iters.  Keys it lacks keep
+ * their tier's values (it names its tier first, as config.yaml does). */
+int ckpt_saved_config(const CkptMeta *meta, const char *path, Config *cfg, char *err, size_t errlen);
 
 /* Builds the model a checkpoint (a file, or a run directory holding
  * checkpoint.bin) describes and loads its parameters.  cfg receives the

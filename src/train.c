@@ -32,6 +32,7 @@
 #include "json_out.h"
 #include "mfu.h"
 #include "model.h"
+#include "model_io.h"
 #include "ops.h"
 #include "optim.h"
 #include "profile.h"
@@ -168,9 +169,8 @@ static long try_resume(Run *r) {
     }
     Config saved;
     long step = -1;
-    if (config_load_yaml_buf(&saved, meta.config_yaml, meta.config_len, r->ckpt_path, err,
-                             sizeof err)) {
-        fprintf(stderr, "sgtrain: %s: its saved config does not parse: %s\n", r->ckpt_path, err);
+    if (ckpt_saved_config(&meta, r->ckpt_path, &saved, err, sizeof err)) {
+        fprintf(stderr, "sgtrain: %s\n", err);
         goto out;
     }
     if (strcmp(meta.arm, r->c->arm) != 0) {
@@ -212,13 +212,8 @@ static long try_resume(Run *r) {
         memcpy(m->h_adam_v, adam_v + m->opt_off, sizeof(real) * (size_t)m->opt_len);
     }
     model_state_upload(m);
-    step = (long)full.step;
+    step = (long)full.step; /* at most iters: ckpt_saved_config */
     ckpt_meta_free(&full);
-    if (step > r->c->iters) {
-        fprintf(stderr, "sgtrain: %s is at step %ld, beyond iters %ld\n", r->ckpt_path, step,
-                r->c->iters);
-        step = -1;
-    }
 out_free:
     if (r->sharded) {
         free(adam_m);

@@ -165,6 +165,21 @@ static void test_corruption(void) {
     CHECK(load("c.ckpt", N) != 0 && has(err, "elem_size"), "garbage elem_size: %s", err);
     variant("c.ckpt", size, 103, 0x80); /* top byte of n */
     CHECK(load("c.ckpt", N) != 0 && has(err, "corrupt"), "huge n: %s", err);
+    /* a step no signed 64-bit counter holds (the fuzzer's, tests/fuzz),
+     * even with the checksum made to match */
+    {
+        size_t len;
+        unsigned char *h = read_all(P("a.ckpt"), &len);
+        h[23] |= 0x80; /* top byte of step */
+        put_u32le(h + len - 4, (uint32_t)crc32(0, h, (uInt)(len - 4)));
+        write_bytes(P("s.ckpt"), h, len);
+        free(h);
+        CkptMeta sm;
+        CHECK(load("s.ckpt", N) != 0 && has(err, "s.ckpt: step ") && has(err, "is impossible; the header is corrupt"),
+              "step past 2^63: %s", err);
+        CHECK(ckpt_read_meta(P("s.ckpt"), &sm, err, sizeof err) != 0 && has(err, "is impossible"),
+              "read_meta, step past 2^63: %s", err);
+    }
 
     /* a complete checkpoint from the other precision */
     uint32_t other = sizeof(real) == 4 ? 8 : 4;

@@ -26,7 +26,7 @@ int main(void) {
         tiny_randomize(&m, 4);
         char *yaml = NULL;
         config_to_yaml_string(&c, &yaml);
-        CkptMeta meta = {{0}, 12, 3, yaml, strlen(yaml), (uint64_t)m.n_params, sizeof(real)};
+        CkptMeta meta = {{0}, 12, (uint64_t)c.seed, yaml, strlen(yaml), (uint64_t)m.n_params, sizeof(real)};
         snprintf(meta.arm, sizeof meta.arm, "%s", arms[a]);
         CHECK(ckpt_save(ckpt, &meta, m.params, m.adam_m, m.adam_v, err, sizeof err) == 0, "save: %s", err);
         CHECK(export_safetensors(dir, out, err, sizeof err) == 0, "export: %s", err);
@@ -51,6 +51,45 @@ int main(void) {
         free(yaml);
         model_free(&m);
         model_free(&back);
+    }
+    /* A header that disagrees with its own config, or a config that is not
+     * valid, is a damaged checkpoint: refused before a model is built from
+     * it (the fuzzer's checkpoint target found a step past 2^63 taken as a
+     * negative step). */
+    {
+        Config c = tiny_config("combo2", 0);
+        c.iters = 50;
+        Model m;
+        model_build(&m, &c, err, sizeof err);
+        char *good = NULL;
+        config_to_yaml_string(&c, &good);
+        /* each key valid alone, the whole not: warmup must stay below iters */
+        char *bad_warmup = malloc(strlen(good) + 32), *w = strstr(good, "\nwarmup: ");
+        sprintf(bad_warmup, "%.*s\nwarmup: 999%s", (int)(w - good), good, strchr(w + 1, '\n'));
+        struct {
+            const char *arm, *yaml, *want;
+            uint64_t step, seed;
+        } bad[] = {
+            {"combo2", good, "the header says seed 7, the saved config 0", 10, 7},
+            {"baseline", good, "the header says arm 'baseline', the saved config 'combo2'", 10, 0},
+            {"combo2", good, "at step 51, beyond the saved config's iters 50", 51, 0},
+            {"combo2", bad_warmup, "the saved config is not valid (warmup 999 must be less than iters 50)", 10, 0},
+            {"combo2", "lr: [1]\n", "the saved config does not parse", 10, 0},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            CkptMeta meta = {{0}, bad[i].step, bad[i].seed, (char *)bad[i].yaml, strlen(bad[i].yaml),
+                             (uint64_t)m.n_params, sizeof(real)};
+            snprintf(meta.arm, sizeof meta.arm, "%s", bad[i].arm);
+            unlink(out);
+            CHECK(ckpt_save(ckpt, &meta, m.params, m.adam_m, m.adam_v, err, sizeof err) == 0, "save: %s", err);
+            err[0] = 0;
+            CHECK(export_safetensors(dir, out, err, sizeof err) != 0 && strstr(err, bad[i].want) &&
+                      strstr(err, ckpt) && access(out, F_OK) != 0,
+                  "damaged checkpoint %zu refused, nothing written: %s", i, err);
+        }
+        free(bad_warmup);
+        free(good);
+        model_free(&m);
     }
     CHECK(export_safetensors("/nonexistent/run", out, err, sizeof err) != 0 && strstr(err, "/nonexistent/run"),
           "a missing run names the path: %s", err);
