@@ -37,6 +37,15 @@ int want_type(P *p, yaml_node_t *n, yaml_node_type_t t, const char *what) {
                    t == YAML_MAPPING_NODE ? "a mapping" : t == YAML_SEQUENCE_NODE ? "a list" : "a scalar", kind_name(n));
 }
 
+/* A "\0" escape in any scalar: every reader takes scalars as C strings,
+ * which would end there without a word. */
+static int no_nul(P *p) {
+    for (yaml_node_t *n = p->doc->nodes.start; n < p->doc->nodes.top; n++)
+        if (n->type == YAML_SCALAR_NODE && strlen(scalar(n)) != n->data.scalar.length)
+            return fail_at(p, n, "a value holds a NUL character (\\0)");
+    return 0;
+}
+
 int get_str(P *p, yaml_node_t *n, const char *what, char *dst, size_t cap) {
     if (want_type(p, n, YAML_SCALAR_NODE, what)) return -1;
     const char *s = scalar(n);
@@ -394,7 +403,8 @@ int sweep_load(Sweep *s, const char *path, char *err, size_t errlen) {
         return rc;
     }
     P p = {&doc, path, err, errlen};
-    rc = parse_root(&p, s);
+    rc = no_nul(&p);
+    if (!rc) rc = parse_root(&p, s);
     yaml_document_delete(&doc);
     /* a second document in the file would be silently ignored: refuse it */
     if (!rc && yaml_parser_load(&parser, &doc)) {

@@ -206,6 +206,13 @@ EOF
 badsweep list 'list.yaml:1:1: a sweep file must be a mapping, not a list' <<'EOF'
 - name: x
 EOF
+# a "\0" escape would end the value early in every C string that holds it
+badsweep nul 'nul.yaml:2:6: a value holds a NUL character \(\\0\)' <<'EOF'
+name: x
+out: "runs\0/other"
+data: {d: /tmp}
+groups: {g: {tier: test, arms: [baseline], seeds: 1}}
+EOF
 # --- bad analyses: each error names file:line:column, exits 2 and writes nothing -------------
 badan() { # NAME PATTERN; the entries of analyses: on stdin, from line 8
     { printf 'name: x\nout: %s/an-out\ndata: {d: /tmp}\ngroups:\n' "$W"
