@@ -3,6 +3,7 @@
 #   make            sgtrain and the tools
 #   make test       unit, reference and end-to-end tests, then the ASan/UBSan build of the unit tests
 #   make bench      CPU benchmarks (figures for docs/performance.md)
+#   make fuzz       coverage-guided fuzzing of every input parser (clang's libFuzzer; docs/fuzzing.md)
 #   make data       GPT-2 vocabulary, demo and test corpora, demo shards (docs/data.md)
 #
 # Dependencies are found with pkg-config or a compile probe, never fixed paths:
@@ -113,6 +114,10 @@ TESTS_D   := $(patsubst tests/%.c,$(B)/tests/%,$(DTEST_SRC))
 TESTS_SAN := $(patsubst tests/%.c,$(B)/san/tests/%,$(TEST_SRC) $(DTEST_SRC))
 TOOLS     := $(patsubst tools/%.c,$(B)/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+# the fuzz targets, each linked to replay.c under ASan/UBSan: make test runs
+# them over their corpora (tests/fuzz/run.sh replay)
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(B)/san/fuzz/%,$(FUZZ_SRC))
 
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -122,8 +127,8 @@ STAMP := $(B)/.blas-$(BLAS)
 $(STAMP):
 	@mkdir -p $(B); rm -f $(B)/.blas-*; touch $@
 
-.PHONY: all test test-fast bench fixtures clean data cuda test-gpu bench-gpu sanitize-gpu
-.PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o
+.PHONY: all test test-fast bench fuzz fuzz-targets fixtures clean data cuda test-gpu bench-gpu sanitize-gpu
+.PRECIOUS: $(B)/f/%.o $(B)/d/%.o $(B)/s/%.o $(B)/sd/%.o $(B)/z/%.o
 all: $(B)/sgtrain $(TOOLS)
 
 $(B)/f/%.o: %.c $(STAMP)
@@ -171,17 +176,45 @@ $(B)/san/tests/dtest_%: $(B)/sd/tests/dtest_%.o $(B)/sd/tests/check.o $(B)/libsg
 $(B)/bench/%: $(B)/f/tests/bench/%.o $(LIB_F)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(B)/san/fuzz/fuzz_%: $(B)/s/tests/fuzz/fuzz_%.o $(B)/s/tests/fuzz/replay.o $(LIB_SAN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
 
 # The whole suite: unit tests (float and double), the end-to-end CLI tests,
 # then every unit test again under ASan/UBSan.  tests/run.sh prints the
 # closing "N passed, N failed" line.
-test: all $(TESTS_F) $(TESTS_D) $(TESTS_SAN)
+test: all $(TESTS_F) $(TESTS_D) $(TESTS_SAN) $(FUZZ_REPLAY)
 	@bash tests/run.sh $(B)
 test-fast: all $(TESTS_F) $(TESTS_D)
 	@SG_NO_SAN=1 bash tests/run.sh $(B)
 
 bench: all $(BENCHES)
 	@bash tests/bench/run.sh $(B)
+
+# --- fuzzing: make fuzz [FUZZ_TIME=seconds per target] [FUZZ_TARGETS="config sweep ..."]
+# The same targets built with clang's libFuzzer (coverage-guided), over a
+# library compiled with clang and ASan/UBSan into $(B)/z; the corpora grow
+# in $(B)/fuzz/corpus and crashes land in $(B)/fuzz/crashes (docs/fuzzing.md).
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 60
+FUZZ_FLAGS := -O1 -g -Wno-pass-failed -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+ifneq ($(filter fuzz fuzz-targets $(B)/fuzz/%,$(MAKECMDGOALS)),)
+  ifeq ($(shell command -v $(FUZZ_CC) 2>/dev/null),)
+    $(error make fuzz needs clang with libFuzzer and libomp: apt-get install clang libclang-rt-14-dev libomp-dev)
+  endif
+endif
+$(B)/z/%.o: %.c $(STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(B)/libsg_fuzz.a: $(call obj,$(LIB_SRC),z)
+	@rm -f $@; ar rcs $@ $^
+$(B)/fuzz/fuzz_%: $(B)/z/tests/fuzz/fuzz_%.o $(B)/libsg_fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+fuzz-targets: $(FUZZ_BINS)
+fuzz: all fuzz-targets
+	@bash tests/fuzz/run.sh fuzz $(B) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 # --- CUDA backend: make cuda -> build/cuda/sgtrain --------------------------
 # The same host code (src/) over the CUDA ops (kernels/cuda/); needs only the

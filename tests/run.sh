@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: every unit/reference test binary (float and double
 # builds), the end-to-end CLI tests, then every test binary again built with
-# ASan/UBSan.  Each part prints "name: N passed, N failed"; this script adds
+# ASan/UBSan and every fuzz target over its corpus (tests/fuzz/run.sh replay).
+# Each part prints "name: N passed, N failed"; this script adds
 # them up and ends with the closing line "N passed, N failed".
 set -u
 B=${1:-build}
@@ -48,6 +49,8 @@ if [ -z "${SG_NO_SAN:-}" ]; then
     for t in "$B"/san/tests/*; do
         [ -x "$t" ] && run "asan+ubsan $(basename "$t")" "$t"
     done
+    # every parser over its fuzzing corpus and seeds (tests/fuzz/run.sh)
+    run "asan+ubsan fuzz replay" bash tests/fuzz/run.sh replay "$B"
 fi
 
 echo

@@ -12,10 +12,11 @@
 #   openmpi-bin libopenmpi-dev   data parallelism on the CPU (mpirun -n N sgtrain; make finds it)
 #   gnuplot-nox                  the report's figures (sgreport: PNG via pngcairo, and SVG)
 #   procps                       pgrep, which the tests use to see that no stopped task is left running
+#   clang libclang-rt-14-dev libomp-dev   libFuzzer for `make fuzz` and its test (docs/fuzzing.md)
 # and then, unless SG_NO_MKL=1, Intel oneMKL from PyPI into build/deps/mkl
 # (tools/fetch-mkl.sh): `make` links whichever BLAS measures fastest.
 set -eu
-pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv gnuplot-nox openmpi-bin libopenmpi-dev procps"
+pkgs="build-essential pkg-config libopenblas-openmp-dev libblis-openmp-dev libyaml-dev libjson-c-dev zlib1g-dev libpcre2-dev libssl-dev python3 python3-pip python3-venv gnuplot-nox openmpi-bin libopenmpi-dev procps clang libclang-rt-14-dev libomp-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
