@@ -472,6 +472,7 @@ static int write_ckpt(const char *dir, const char *arm, const char *data) {
     Config cfg = tiny_config(arm, 0);
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = 16;
     cfg.vocab_size = (int)ds.vocab_size;
+    cfg.iters = 100; /* the header's step below: a checkpoint's step is at most its iters */
     shardset_close(&ds);
     snprintf(cfg.data, sizeof cfg.data, "%s", data);
     snprintf(cfg.out, sizeof cfg.out, "%s", dir);
