@@ -10,6 +10,7 @@
 #include "analysis_out.h"
 #include "fsutil.h"
 #include "ops.h"
+#include "run_vocab.h"
 #include "utf8.h"
 
 static json_object *jnum(double x) { return isfinite(x) ? json_object_new_double(x) : json_object_new_null(); }
@@ -201,27 +202,14 @@ static int write_exposure(const AnRun *r, char *err, size_t errlen) {
     return write_json(r, "exposure", o, err, errlen);
 }
 
-/* Token bytes as JSON text: valid UTF-8 passes, any other byte is spelled
- * \xNN (a GPT-2 token may be part of a character). */
+/* Token bytes as JSON text (a GPT-2 token may be part of a character). */
 static json_object *token_text(const Tokenizer *t, uint32_t id) {
     size_t n;
     const uint8_t *p = t ? tok_token_bytes(t, id, &n) : NULL;
     if (!p) return json_object_new_null();
     char *out = malloc(4 * n + 1);
     if (!out) abort();
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int len = utf8_char(p + i, n - i, &cp);
-        if (len) {
-            memcpy(out + k, p + i, (size_t)len);
-            k += (size_t)len, i += (size_t)len;
-        } else {
-            k += (size_t)sprintf(out + k, "\\x%02x", p[i]);
-            i++;
-        }
-    }
-    json_object *o = json_object_new_string_len(out, (int)k);
+    json_object *o = json_object_new_string_len(out, (int)utf8_escape_invalid(p, n, out));
     free(out);
     return o;
 }
@@ -398,41 +386,14 @@ int an_write_all(AnRun *r, char *err, size_t errlen) {
 }
 
 int an_load_vocab(AnRun *r, char *err, size_t errlen) {
-    const char *path = r->o->vocab;
-    json_object *man = NULL;
-    if (!path) {
-        char mp[1200];
-        snprintf(mp, sizeof mp, "%s/manifest.json", r->data_dir);
-        man = json_object_from_file(mp);
-        json_object *tk, *v;
-        if (man && json_object_object_get_ex(man, "tokenizer", &tk) && json_object_object_get_ex(tk, "vocab", &v) &&
-            json_object_is_type(v, json_type_string))
-            path = json_object_get_string(v);
+    char verr[2400];
+    const int rc = run_vocab_load(r->data_dir, r->o->vocab, r->cfg.vocab_size, &r->tok, r->vocab_path,
+                                  sizeof r->vocab_path, verr, sizeof verr);
+    if (rc < 0 && r->o->vocab) {
+        snprintf(err, errlen, "%.2000s", verr);
+        return -1;
     }
-    if (!path) {
-        if (!r->o->quiet)
-            fprintf(stderr, "analyze: %s has no manifest naming a vocabulary; telemetry lists token ids only "
-                            "(--vocab FILE decodes them)\n", r->data_dir);
-        json_object_put(man);
-        return 0;
-    }
-    snprintf(r->vocab_path, sizeof r->vocab_path, "%s", path);
-    json_object_put(man);
-    char terr[2200];
-    r->tok = tok_load_tiktoken(r->vocab_path, terr, sizeof terr);
-    if (r->tok && (int)tok_vocab_size(r->tok) != r->cfg.vocab_size) {
-        snprintf(terr, sizeof terr, "%s has %u tokens but the model has %d", r->vocab_path, tok_vocab_size(r->tok),
-                 r->cfg.vocab_size);
-        tok_free(r->tok);
-        r->tok = NULL;
-    }
-    if (!r->tok) {
-        if (r->o->vocab) {
-            snprintf(err, errlen, "--vocab: %.1900s", terr);
-            return -1;
-        }
-        if (!r->o->quiet) fprintf(stderr, "analyze: %s; telemetry lists token ids only\n", terr);
-    }
+    if (rc && !r->o->quiet) fprintf(stderr, "analyze: %s; telemetry lists token ids only\n", verr);
     return 0;
 }
 

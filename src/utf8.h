@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Length (1-4) of the well-formed character at p[0 .. n), with its code
  * point in *cp; 0 when p does not start one (n == 0 included). */
@@ -35,6 +36,27 @@ static inline int utf8_valid(const char *s, size_t n) {
         i += (size_t)len;
     }
     return 1;
+}
+
+/* s[0 .. n) as valid UTF-8 in out (room for 4n + 1 bytes, NUL-terminated):
+ * well-formed characters pass as they are, any other byte is spelled \xNN.
+ * Returns the length written. */
+static inline size_t utf8_escape_invalid(const unsigned char *s, size_t n, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    uint32_t cp;
+    for (size_t i = 0; i < n;) {
+        int len = utf8_char(s + i, n - i, &cp);
+        if (len) {
+            memcpy(out + k, s + i, (size_t)len);
+            k += (size_t)len, i += (size_t)len;
+        } else {
+            out[k++] = '\\', out[k++] = 'x', out[k++] = hex[s[i] >> 4], out[k++] = hex[s[i] & 15];
+            i++;
+        }
+    }
+    out[k] = 0;
+    return k;
 }
 
 #endif

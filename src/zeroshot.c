@@ -21,6 +21,7 @@
 #include "model.h"
 #include "model_io.h"
 #include "ops.h"
+#include "run_vocab.h"
 #include "zeroshot.h"
 
 static const char *const task_names[ZS_TASKS] = {"lambada", "hellaswag", "wikitext"};
@@ -220,52 +221,10 @@ out:
 
 /* ---- setting up ------------------------------------------------------------ */
 
-static const char *manifest_vocab(const char *data_dir, char *sha, size_t shalen, json_object **keep) {
-    char mp[1200];
-    snprintf(mp, sizeof mp, "%s/manifest.json", data_dir);
-    json_object *man = json_object_from_file(mp), *tk, *v;
-    *keep = man;
-    if (!man || !json_object_object_get_ex(man, "tokenizer", &tk)) return NULL;
-    if (json_object_object_get_ex(tk, "vocab_sha256", &v) && json_object_is_type(v, json_type_string))
-        snprintf(sha, shalen, "%s", json_object_get_string(v));
-    if (json_object_object_get_ex(tk, "vocab", &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
 static int load_vocab(Zs *z, const ZsOpts *o, char *err, size_t errlen) {
-    char want_sha[80] = "";
-    json_object *man = NULL;
-    const char *path = manifest_vocab(z->data_dir, want_sha, sizeof want_sha, &man);
-    if (o->vocab) path = o->vocab;
-    int rc = -1;
-    if (!path) {
-        snprintf(err, errlen, "no vocabulary: the run's data (%s) has no manifest naming one; give --vocab "
-                              "(GPT-2's, data/vocab/gpt2.tiktoken after `make data`)", z->data_dir);
-        goto out;
-    }
-    snprintf(z->vocab, sizeof z->vocab, "%s", path);
-    char terr[2200];
-    if (!(z->tok = tok_load_tiktoken(z->vocab, terr, sizeof terr))) {
-        snprintf(err, errlen, "%s%.2000s", o->vocab ? "--vocab: " : "", terr);
-        goto out;
-    }
-    char hex[65];
-    tok_sha256_hex(z->tok, hex);
-    if (want_sha[0] && strcmp(hex, want_sha)) {
-        snprintf(err, errlen, "%s is not the vocabulary the run was trained with (SHA-256 %.16s..., the data "
-                              "manifest says %.16s...)", z->vocab, hex, want_sha);
-        goto out;
-    }
-    if ((int)tok_vocab_size(z->tok) > z->cfg.vocab_size) {
-        snprintf(err, errlen, "%s has %u tokens but the model only %d", z->vocab, tok_vocab_size(z->tok),
-                 z->cfg.vocab_size);
-        goto out;
-    }
-    rc = 0;
-out:
-    json_object_put(man);
-    return rc;
+    return run_vocab_load(z->data_dir, o->vocab, z->cfg.vocab_size, &z->tok, z->vocab, sizeof z->vocab, err, errlen)
+               ? -1
+               : 0;
 }
 
 static int add_row(Zs *z, long *cap, const uint32_t *a, size_t na, const uint32_t *b, size_t nb, int scored) {

@@ -1,0 +1,50 @@
+#include "run_vocab.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The manifest's vocabulary path and SHA-256 (either may be absent). */
+static void manifest_vocab(const char *data_dir, char *path, size_t pathlen, char *sha, size_t shalen) {
+    char mp[1200];
+    snprintf(mp, sizeof mp, "%s/manifest.json", data_dir);
+    json_object *man = json_object_from_file(mp), *tk, *v;
+    if (man && json_object_object_get_ex(man, "tokenizer", &tk)) {
+        if (json_object_object_get_ex(tk, "vocab_sha256", &v) && json_object_is_type(v, json_type_string))
+            snprintf(sha, shalen, "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(tk, "vocab", &v) && json_object_is_type(v, json_type_string))
+            snprintf(path, pathlen, "%s", json_object_get_string(v));
+    }
+    json_object_put(man);
+}
+
+int run_vocab_load(const char *data_dir, const char *given, int model_vocab, Tokenizer **tok, char *path,
+                   size_t pathlen, char *err, size_t errlen) {
+    char want_sha[80] = "";
+    *tok = NULL;
+    path[0] = 0;
+    manifest_vocab(data_dir, path, pathlen, want_sha, sizeof want_sha);
+    if (given) snprintf(path, pathlen, "%s", given);
+    if (!path[0]) {
+        snprintf(err, errlen, "no vocabulary: the run's data (%s) has no manifest naming one; give --vocab "
+                              "(GPT-2's, data/vocab/gpt2.tiktoken after `make data`)", data_dir);
+        return 1;
+    }
+    char terr[2200];
+    if (!(*tok = tok_load_tiktoken(path, terr, sizeof terr))) {
+        snprintf(err, errlen, "%s%.2000s", given ? "--vocab: " : "", terr);
+        return -1;
+    }
+    char hex[65];
+    tok_sha256_hex(*tok, hex);
+    if (want_sha[0] && strcmp(hex, want_sha))
+        snprintf(err, errlen, "%s is not the vocabulary the run was trained with (SHA-256 %.16s..., the data "
+                              "manifest says %.16s...)", path, hex, want_sha);
+    else if ((int)tok_vocab_size(*tok) > model_vocab)
+        snprintf(err, errlen, "%s has %u tokens but the model only %d", path, tok_vocab_size(*tok), model_vocab);
+    else
+        return 0;
+    tok_free(*tok);
+    *tok = NULL;
+    return -1;
+}
