@@ -461,7 +461,8 @@ static void ensure_acts(Model *m, int B) {
 
 /* ---- forward ------------------------------------------------------------ */
 
-static GateParams gate_params(const Model *m, const LayerTensors *lt) {
+GateParams model_gate_params(const Model *m, int l) {
+    const LayerTensors *lt = &m->p.layer[l];
     GateParams gp = {GATE_NONE, SLOT_VALUE, (real)m->cfg.gate_beta, lt->tau, lt->gate_w, lt->gate_b};
     if (m->arm->filter == FILTER_NORM) gp.kind = GATE_NORM;
     if (m->arm->filter == FILTER_PROJ) gp.kind = GATE_PROJ;
@@ -469,21 +470,17 @@ static GateParams gate_params(const Model *m, const LayerTensors *lt) {
     return gp;
 }
 
-/* The attention op's arguments for one layer; v points at the values the
- * heads read (gated in the value slot, raw otherwise). */
-static AttnArgs attn_args(const Model *m, int B, const LayerTensors *lt, const LayerActs *la,
-                          int *v_stride) {
-    int C = m->C;
-    int gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
-    *v_stride = gated ? C : 3 * C;
-    AttnArgs aa = {B, m->Tp, m->H, m->d, 3 * C, 3 * C, *v_stride, C, arm_has_phantom(m->arm),
-                   arm_has_sink_logit(m->arm) ? lt->sink : NULL, la->logbias};
+int model_reads_gated(const Model *m) { return m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE; }
+
+AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbias) {
+    const int C = m->C;
+    AttnArgs aa = {B, T, m->H, m->d, 3 * C, 3 * C, model_reads_gated(m) ? C : 3 * C, C, arm_has_phantom(m->arm),
+                   arm_has_sink_logit(m->arm) ? m->p.layer[l].sink : NULL, logbias};
     return aa;
 }
 
 static const real *values_read(const Model *m, const LayerActs *la) {
-    int gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
-    return gated ? la->vg : la->qkv + 2 * m->C;
+    return model_reads_gated(m) ? la->vg : la->qkv + 2 * m->C;
 }
 
 /* Causal attention work in multiply-adds x 2 over the kept (j <= i) half:
@@ -516,11 +513,10 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
         }
         if (hk && hk->values) hk->values(hk->ctx, m, l, B);
         if (m->arm->filter != FILTER_NONE) {
-            GateParams gp = gate_params(m, lt);
+            GateParams gp = model_gate_params(m, l);
             PROF(PROF_GATE, 0, op_gate_fwd(la->gate, la->vg, la->logbias, la->qkv + 2 * C, 3 * C, &gp, B, m->Tp, m->H, m->d));
         }
-        int vs;
-        AttnArgs aa = attn_args(m, B, lt, la, &vs);
+        AttnArgs aa = model_attn_args(m, l, B, m->Tp, la->logbias);
         if (!(hk && hk->attention && hk->attention(hk->ctx, m, l, B, &aa, values_read(m, la))))
             PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
         /* each residual add is fused with the LayerNorm that reads its sum */
@@ -639,16 +635,15 @@ void model_backward(Model *m) {
                          la->ln2_rstd, N, C));
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
         PROF(PROF_MATMUL, 4.0 * N * C * C, op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C));
-        int vs;
-        AttnArgs aa = attn_args(m, B, lt, la, &vs);
-        int value_gated = m->arm->filter != FILTER_NONE && m->arm->slot == FSLOT_VALUE;
+        AttnArgs aa = model_attn_args(m, l, B, Tp, la->logbias);
+        int value_gated = model_reads_gated(m);
         real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
         PROF(PROF_ATTENTION, attn_flops(m, B, 10),
              op_attention_bwd(a->dqkv, a->dqkv + C, dv, aa.sink ? gl->sink : NULL,
                               aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
                               values_read(m, la), la->atty, la->lse, &aa));
         if (m->arm->filter != FILTER_NONE) {
-            GateParams gp = gate_params(m, lt);
+            GateParams gp = model_gate_params(m, l);
             PROF(PROF_GATE, 0,
                  op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b,
                              value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,

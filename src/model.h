@@ -174,6 +174,18 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, in
 void model_backward(Model *m);
 void model_zero_grad(Model *m);
 
+/* The arm's part of layer l's ops, for every caller that runs the layer
+ * (the forward and backward here, generation in src/kvcache.c): the gate's
+ * parameters (kind GATE_NONE without a filter); whether the attention reads
+ * the gated values g v (value-slot filters) rather than the raw v; and the
+ * attention's arguments for B sequences of T positions, with q and k rows
+ * of the qkv projection (stride 3C), values of stride C when gated and 3C
+ * when raw, outputs of stride C, and the routing slot's log-bias (NULL in
+ * the other arms). */
+GateParams model_gate_params(const Model *m, int l);
+int model_reads_gated(const Model *m);
+AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbias);
+
 /* Logits [B*T, V] (unpadded) for tests and sampling. */
 void model_logits(Model *m, const int32_t *inputs, int B, real *logits);
 
