@@ -1,6 +1,7 @@
 #include "cli_parse.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,18 @@ int cli_long(const char *flag, const char *v, long lo, long hi, long *out, char 
     long x = strtol(v, &end, 10);
     if (errno || end == v || *end || x < lo || x > hi) {
         snprintf(err, errlen, "%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_double(const char *flag, const char *v, double lo, double hi, double *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        snprintf(err, errlen, "%s: expected a number in [%g, %g], got '%s'", flag, lo, hi, v);
         return -1;
     }
     *out = x;

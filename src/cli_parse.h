@@ -20,6 +20,9 @@ int cli_flag_value(int argc, char **argv, int *i, char *flag, size_t flaglen, co
 /* An integer in [lo, hi], or a message naming FLAG.  0, or -1 with err. */
 int cli_long(const char *flag, const char *v, long lo, long hi, long *out, char *err, size_t errlen);
 
+/* A finite number in [lo, hi], or a message naming FLAG.  0, or -1 with err. */
+int cli_double(const char *flag, const char *v, double lo, double hi, double *out, char *err, size_t errlen);
+
 /* One argument of a subcommand that takes RUN_DIR|CHECKPOINT, --quiet and
  * flags with values (analyze, zeroshot): a positional argument becomes
  * *src (a second one fails), --quiet sets *quiet; for these it returns 1.

@@ -11,6 +11,7 @@
 #include "model_io.h"
 #include "dist.h"
 #include "eval.h"
+#include "generate.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "sampler.h"
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
             "                                     (--help: the flags)\n"
             "  sgtrain zeroshot RUN_DIR|CHECKPOINT --task lambada|hellaswag|wikitext --file FILE [flags]\n"
             "                                     zero-shot evaluation (Tables 10-11) -> RUN_DIR/analysis/TASK.json\n"
+            "  sgtrain generate RUN_DIR|CHECKPOINT [--prompt TEXT] [flags]\n"
+            "                                     text sampled from the model with a key-value cache\n"
             "  sgtrain grads [the train flags] -o FILE.safetensors\n"
             "                                     the gradients of step 0's first micro-batch and its loss\n"
             "                                     (compares backends: tests/gpu/run.sh)\n"
@@ -266,6 +269,23 @@ static int cmd_zeroshot(int argc, char **argv) {
     return rc;
 }
 
+static int cmd_generate(int argc, char **argv) {
+    if (want_help(argc, argv)) {
+        gen_usage();
+        return 0;
+    }
+    GenOpts o;
+    gen_defaults(&o);
+    char err[2560];
+    if (gen_parse_args(&o, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "sgtrain generate: %s\n", err);
+        return 2;
+    }
+    int rc = gen_run(&o, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain generate: %s\n", err);
+    return rc;
+}
+
 static int cmd_analyze(int argc, char **argv) {
     if (want_help(argc, argv)) {
         analysis_usage();
@@ -315,6 +335,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(sub_argc, sub_argv);
     if (!strcmp(cmd, "zeroshot")) return cmd_zeroshot(sub_argc, sub_argv);
+    if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "toy")) {
         if (want_help(sub_argc, sub_argv)) {
             toy_usage();

@@ -11,9 +11,10 @@
  *    gate through the probes' path reproduces the model's loss;
  *  - the gate overrides and the exposure/telemetry sums on a hand case.
  *
- * `test_analysis --write-ckpt DIR ARM DATA_DIR` writes a small checkpoint
- * whose parameters exercise every mechanism (tests/tiny.h), for the
- * end-to-end test and the NumPy reference (tests/e2e_analysis.sh). */
+ * `test_analysis --write-ckpt DIR ARM DATA_DIR [BLOCK_SIZE]` writes a small
+ * checkpoint whose parameters exercise every mechanism (tests/tiny.h), for
+ * the end-to-end tests and the NumPy references (tests/e2e_analysis.sh,
+ * tests/e2e_generate.sh); its context is 16 tokens unless BLOCK_SIZE says. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,7 +463,7 @@ static void test_model(const char *arm) {
 
 /* ---- a checkpoint for the end-to-end test ----------------------------------- */
 
-static int write_ckpt(const char *dir, const char *arm, const char *data) {
+static int write_ckpt(const char *dir, const char *arm, const char *data, int block_size) {
     char err[1024];
     ShardSet ds;
     if (shardset_open(&ds, data, 0, 16, err, sizeof err)) {
@@ -470,7 +471,7 @@ static int write_ckpt(const char *dir, const char *arm, const char *data) {
         return 1;
     }
     Config cfg = tiny_config(arm, 0);
-    cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = 16;
+    cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = block_size;
     cfg.vocab_size = (int)ds.vocab_size;
     cfg.iters = 100; /* the header's step below: a checkpoint's step is at most its iters */
     shardset_close(&ds);
@@ -495,7 +496,8 @@ static int write_ckpt(const char *dir, const char *arm, const char *data) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 5 && !strcmp(argv[1], "--write-ckpt")) return write_ckpt(argv[2], argv[3], argv[4]);
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--write-ckpt"))
+        return write_ckpt(argv[2], argv[3], argv[4], argc == 6 ? atoi(argv[5]) : 16);
     check_name = "test_analysis";
     test_quantiles();
     test_hand_injection();
