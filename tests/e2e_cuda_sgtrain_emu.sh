@@ -535,6 +535,37 @@ out=$(python3 tests/gpu/compare_zeroshot.py "$W/zs-cpu" "$W/zs-bad" 2>&1); rc=$?
 check '[ $rc -eq 1 ] && [ "$(wc -l <<<"$out")" = 3 ] && grep -q "^lambada line 3 nll" <<<"$out" && grep -q "^hellaswag line 3 nll: cpu [0-9.]* gpu nan" <<<"$out" && grep -q "^wikitext windows" <<<"$out"' \
     "compare_zeroshot.py fails an NLL 5% off, a NaN and a window count (exit $rc): $out"
 
+# generation (docs/generate.md) on the emulated GPU: the key-value cache's
+# one-row products, the embedding at a shifted position and the decode
+# attention over the cached rows, for an arm with a gate and a sink logit
+# and for the sink token, whose cache starts with the sink's row; every
+# drawn token and log-probability against the independent reference
+# (tests/generate/ref_generate.py, which checks the CPU build at fp32's
+# tolerance in tests/e2e_generate.sh) at bf16's: log-probabilities within
+# 0.05 (with the products' operands rounded to bf16 in the reference too),
+# draws nearer than 5% to an edge, or between logits 0.1 apart, taken
+# either way
+RPY=$ROOT/build/venv/bin/python
+if [ -x "$B/tests/test_analysis" ] && "$RPY" -c 'import numpy, tiktoken' 2>/dev/null; then
+    for arm in combo2 sinktoken; do
+        g=$W/gen-$arm
+        "$B/tests/test_analysis" --write-ckpt "$g" $arm "$W/d50k"
+        "$B/sgtrain" export "$g" -o "$g/model.safetensors" 2>/dev/null
+        gen_ok=1
+        timeout 300 "$EMU" generate "$g" --prompt "The cat sat" --temperature 0 --vocab "$V" --json "$g/greedy.json" \
+            --quiet >"$g/gen.log" 2>&1 || gen_ok=0
+        timeout 300 "$EMU" generate "$g" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 \
+            --vocab "$V" --json "$g/sampled.json" --quiet >>"$g/gen.log" 2>&1 || gen_ok=0
+        out=$("$RPY" tests/generate/ref_generate.py --bf16 --atol 0.05 --tie 0.05 "$g/model.safetensors" "$V" "$g/greedy.json" \
+            "$g/sampled.json" 2>&1)
+        check '[ $gen_ok = 1 ] && grep -qE "ref_generate: [0-9]+ passed, 0 failed" <<<"$out"' \
+            "$arm: sgtrain generate on the emulated GPU against the reference at bf16's tolerance"$'\n'"$out"$'\n'"$(tail -n 3 "$g/gen.log")"
+        echo "generate, $arm: $(tr '\n' ' ' <<<"$out")"
+    done
+else
+    bad "generation on the emulated GPU needs $B/tests/test_analysis and NumPy and tiktoken in build/venv"
+fi
+
 run() { # name, ranks, extra flags...: the job's exit status in $W/$1.rc
     local name=$1 np=$2
     shift 2

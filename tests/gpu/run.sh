@@ -26,6 +26,9 @@
 #     vocabulary on both backends: every NLL within 2% relative, the counts
 #     equal (tests/gpu/compare_zeroshot.py); skipped, with a note, without
 #     data/vocab/gpt2.tiktoken (`make data`, or device.sh --pack carries it).
+#  8. `sgtrain generate` (the key-value cache: one-row products, the decode
+#     attention) of the same model on the GPU against tests/generate/
+#     ref_generate.py at bf16's tolerance (log-probabilities within 0.05).
 # Everything runs with SG_TWIN_POISON=1: the fp32 tensors the model promised
 # to matmuls alone, which the GPU leaves unstored, read as NaN, so a reader
 # that broke the promise fails the comparisons (kernels/cuda/matmul.cu); and
@@ -178,8 +181,27 @@ if [ -s "$V" ]; then
     out=$("$PY" tests/gpu/compare_zeroshot.py "$W/zs-cpu" "$W/zs-gpu" 2>&1)
     check '[ $zs_ok = 1 ] && grep -q "zeroshot within tolerance" <<<"$out"' "zeroshot on the GPU vs the CPU"$'\n'"$out"
     echo "zeroshot: $out"
+    # generation through the key-value cache on the GPU (docs/generate.md),
+    # against the reference at bf16's tolerance (tests/generate/ref_generate.py
+    # --bf16: the products' operands rounded as the GPU rounds them)
+    "$B/sgtrain" export "$W/zs" -o "$W/zs/model.safetensors" 2>/dev/null
+    gen_ok=1
+    "$CB/sgtrain" generate "$W/zs" --prompt "The cat sat" --temperature 0 --vocab "$V" --json "$W/gen-greedy.json" \
+        --quiet >/dev/null || gen_ok=0
+    "$CB/sgtrain" generate "$W/zs" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 \
+        --vocab "$V" --json "$W/gen-sampled.json" --quiet >/dev/null || gen_ok=0
+    if "$PY" -c 'import numpy' 2>/dev/null; then
+        out=$("$PY" tests/generate/ref_generate.py --bf16 --atol 0.05 --tie 0.05 "$W/zs/model.safetensors" "$V" \
+            "$W/gen-greedy.json" "$W/gen-sampled.json" 2>&1)
+        check '[ $gen_ok = 1 ] && grep -qE "ref_generate: [0-9]+ passed, 0 failed" <<<"$out"' \
+            "generate on the GPU against the reference"$'\n'"$out"
+        echo "generate: $(tr '\n' ' ' <<<"$out")"
+    else
+        check '[ $gen_ok = 1 ]' "generate on the GPU runs"
+        echo "note: no NumPy for $PY: generation is checked for its exit status only"
+    fi
 else
-    echo "note: no $V: the zero-shot comparison is skipped"
+    echo "note: no $V: the zero-shot and generation comparisons are skipped"
 fi
 echo "test_gpu: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
