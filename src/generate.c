@@ -17,6 +17,7 @@
 
 #include "cli_parse.h"
 #include "fsutil.h"
+#include "arms.h"
 #include "kvcache.h"
 #include "model.h"
 #include "model_io.h"
@@ -50,6 +51,8 @@ void gen_usage(void) {
            "  --top-p P           then among the most likely tokens holding P of the probability (1: all)\n"
            "  --seed N            the draws' key: sample k's i-th draw depends on (N, k, i) only (0)\n"
            "  --ignore-eot        go on past <|endoftext|> (default: a sample ends there)\n"
+           "  --telemetry         with --json: for each draw, every layer and head's attention on the first\n"
+           "                      position and on the phantom, and the gate of its own read\n"
            "  --vocab FILE        GPT-2's vocabulary (default: the run's data manifest's)\n"
            "  --json FILE         also write the samples as JSON: token ids, text, log-probabilities\n"
            "  --threads N         CPU threads (default OpenMP's)\n"
@@ -62,6 +65,10 @@ int gen_parse_args(GenOpts *o, int argc, char **argv, char *err, size_t errlen) 
         const char *a = argv[i];
         if (!strcmp(a, "--ignore-eot") || !strcmp(a, "--ignore_eot")) {
             o->ignore_eot = 1;
+            continue;
+        }
+        if (!strcmp(a, "--telemetry")) {
+            o->telemetry = 1;
             continue;
         }
         char flag[64];
@@ -101,6 +108,7 @@ int gen_parse_args(GenOpts *o, int argc, char **argv, char *err, size_t errlen) 
     }
     if (!o->src) return snprintf(err, errlen, "no run directory or checkpoint given"), -1;
     if (o->prompt && o->prompt_file) return snprintf(err, errlen, "--prompt and --prompt-file: one or the other"), -1;
+    if (o->telemetry && !o->json) return snprintf(err, errlen, "--telemetry goes into the --json file: give one"), -1;
     return 0;
 }
 
@@ -148,6 +156,7 @@ static char *read_prompt(const GenOpts *o, size_t *n, char *err, size_t errlen) 
 typedef struct {
     TokVec toks;      /* the new tokens, the end-of-text that stopped it excluded */
     double *logprob;  /* [max] each drawn token's log-probability under the model */
+    real *tel;        /* [max][L][KV_TEL][H] with --telemetry: what the draw's query did (kvcache.h) */
     int eot;          /* ended at <|endoftext|> */
 } Sample;
 
@@ -173,7 +182,30 @@ static json_object *json_ids(const uint32_t *ids, size_t n) {
 
 static void put(json_object *o, const char *k, json_object *v) { json_object_object_add(o, k, v); }
 
-static int write_json(AtomicFile *af, const GenOpts *o, const Config *cfg, long step, const char *vocab, const Tokenizer *tok,
+/* A sample's telemetry: for each field the arm has, [draw][layer][head]. */
+static json_object *json_telemetry(const Model *m, const real *tel, size_t n) {
+    static const char *const names[KV_TEL] = {"pos0", "phantom", "gate"};
+    const int has[KV_TEL] = {1, arm_has_phantom(m->arm), m->arm->filter != FILTER_NONE};
+    json_object *t = json_object_new_object();
+    for (int f = 0; f < KV_TEL; f++) {
+        if (!has[f]) continue;
+        json_object *draws = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+            json_object *layers = json_object_new_array();
+            for (int l = 0; l < m->L; l++) {
+                json_object *heads = json_object_new_array();
+                const real *x = tel + (((size_t)i * m->L + l) * KV_TEL + f) * m->H;
+                for (int h = 0; h < m->H; h++) json_object_array_add(heads, json_object_new_double(x[h]));
+                json_object_array_add(layers, heads);
+            }
+            json_object_array_add(draws, layers);
+        }
+        put(t, names[f], draws);
+    }
+    return t;
+}
+
+static int write_json(AtomicFile *af, const GenOpts *o, const Model *m, const Config *cfg, long step, const char *vocab, const Tokenizer *tok,
                       const TokVec *prompt, const Sample *s, long max_new, double secs, char *err, size_t errlen) {
     json_object *f = json_object_new_object(), *set = json_object_new_object();
     put(f, "kind", json_object_new_string("generate"));
@@ -209,6 +241,7 @@ static int write_json(AtomicFile *af, const GenOpts *o, const Config *cfg, long 
             json_object_array_add(lp, json_object_new_double(s[k].logprob[i]));
         put(x, "logprobs", lp);
         put(x, "stop", json_object_new_string(s[k].eot ? "eot" : "length"));
+        if (s[k].tel) put(x, "telemetry", json_telemetry(m, s[k].tel, s[k].toks.n + (size_t)s[k].eot));
         json_object_array_add(arr, x);
     }
     put(f, "samples", arr);
@@ -249,7 +282,8 @@ typedef struct {
 
 static void gen_free(Gen *g) {
     af_abort(&g->af);
-    for (int k = 0; g->s && k < g->o->samples; k++) tokvec_free(&g->s[k].toks), free(g->s[k].logprob);
+    for (int k = 0; g->s && k < g->o->samples; k++)
+        tokvec_free(&g->s[k].toks), free(g->s[k].logprob), free(g->s[k].tel);
     free(g->s), free(g->logits), free(g->feed);
     pick_scratch_free(&g->ps);
     if (g->kv.m) kv_free(&g->kv);
@@ -306,12 +340,15 @@ static int gen_draw(Gen *g, double *t_prompt, long *drawn, char *err, size_t err
     const GenOpts *o = g->o;
     const int S = o->samples, V = (int)tok_vocab_size(g->tok), eot = (int)tok_eot(g->tok), Vm = g->m.V;
     const size_t P = g->prompt.n;
-    if (kv_init(&g->kv, &g->m, S, err, errlen)) return -1;
+    if (kv_init(&g->kv, &g->m, S, err, errlen) || (o->telemetry && kv_telemetry(&g->kv, err, errlen))) return -1;
+    const size_t tel_n = (size_t)g->m.L * KV_TEL * g->m.H; /* a draw's telemetry */
     g->s = calloc((size_t)S, sizeof *g->s);
     g->logits = malloc(sizeof *g->logits * (size_t)S * Vm);
     g->feed = malloc(sizeof *g->feed * (P > (size_t)S ? P : (size_t)S));
     int ok = g->s && g->logits && g->feed && !pick_scratch_init(&g->ps, V);
-    for (int k = 0; ok && k < S; k++) ok = (g->s[k].logprob = malloc(sizeof(double) * (size_t)g->N)) != NULL;
+    for (int k = 0; ok && k < S; k++)
+        ok = (g->s[k].logprob = malloc(sizeof(double) * (size_t)g->N)) != NULL &&
+             (!o->telemetry || (g->s[k].tel = malloc(sizeof(real) * tel_n * (size_t)g->N)) != NULL);
     if (!ok) return snprintf(err, errlen, "out of memory for %d samples of %ld tokens", S, g->N), -1;
     const int stream = S == 1;
     if (stream) {
@@ -337,6 +374,7 @@ static int gen_draw(Gen *g, double *t_prompt, long *drawn, char *err, size_t err
                                     k, i, j), -1;
             const double u = rng_uniform(rng_key(o->seed, (uint64_t)k, (uint64_t)i), 0);
             const int t = pick_token(z, V, &po, u, &g->ps, &sk->logprob[i]);
+            if (sk->tel) memcpy(sk->tel + (size_t)i * tel_n, g->kv.tel + (size_t)k * tel_n, sizeof(real) * tel_n);
             ++*drawn;
             g->feed[k] = t;
             if (t == eot && !o->ignore_eot) {
@@ -383,7 +421,7 @@ int gen_run(const GenOpts *o, char *err, size_t errlen) {
     if (!o->quiet)
         fprintf(stderr, "generate: %ld tokens drawn in %.2f s (the prompt %.3f s; %.1f tokens/s after it)\n", drawn,
                 secs, t_prompt, secs > t_prompt ? drawn / (secs - t_prompt) : 0.0);
-    if (o->json && write_json(&g.af, o, &g.cfg, g.step, g.vocab, g.tok, &g.prompt, g.s, g.N, secs, err, errlen))
+    if (o->json && write_json(&g.af, o, &g.m, &g.cfg, g.step, g.vocab, g.tok, &g.prompt, g.s, g.N, secs, err, errlen))
         goto out;
     if (o->json && !o->quiet) fprintf(stderr, "wrote %s\n", o->json);
     rc = 0;

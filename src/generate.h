@@ -19,6 +19,7 @@ typedef struct {
     int top_k;
     uint64_t seed;
     int ignore_eot;
+    int telemetry;            /* record each draw's attention on row 0 and the phantom, and its gate */
     int threads;
     int quiet;
 } GenOpts;

@@ -5,6 +5,7 @@
  * with the causal op over a prompt and the decode op for one new row. */
 #include "kvcache.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,7 @@ void kv_free(KvCache *kv) {
                  kv->mean, kv->rstd, kv->lse, kv->g, kv->logbias, kv->logits};
     for (size_t i = 0; i < sizeof s / sizeof *s; i++) op_free(s[i]);
     op_free(kv->tok);
+    free(kv->tel), free(kv->h_lse), free(kv->h_g), free(kv->h_lb), free(kv->h_q), free(kv->h_k0), free(kv->h_sink);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -77,6 +79,46 @@ static real *qkv_rows(const KvCache *kv, int l, int b) {
     return kv->qkv[l] + (size_t)b * kv->cap * 3 * kv->m->C;
 }
 static real *vg_rows(const KvCache *kv, int l, int b) { return kv->vg[l] + (size_t)b * kv->cap * kv->m->C; }
+
+int kv_telemetry(KvCache *kv, char *err, size_t errlen) {
+    const Model *m = kv->m;
+    const size_t H = (size_t)m->H, n = H * (size_t)kv->cap, L = (size_t)m->L, C = (size_t)m->C;
+    kv->tel = calloc((size_t)kv->nseq * L * KV_TEL * H, sizeof(real));
+    kv->h_lse = malloc(n * sizeof(real)), kv->h_g = malloc(n * sizeof(real)), kv->h_lb = malloc(n * sizeof(real));
+    kv->h_q = malloc(C * sizeof(real)), kv->h_k0 = malloc(C * sizeof(real));
+    kv->h_sink = calloc(L * H, sizeof(real));
+    if (!kv->tel || !kv->h_lse || !kv->h_g || !kv->h_lb || !kv->h_q || !kv->h_k0 || !kv->h_sink)
+        return snprintf(err, errlen, "out of host memory for the telemetry"), -1;
+    if (arm_has_sink_logit(m->arm)) /* the learned phantom logits, from the host copy of the parameters */
+        for (size_t l = 0; l < L; l++)
+            memcpy(kv->h_sink + l * H, m->h_params + (m->p.layer[l].sink - m->params), H * sizeof(real));
+    return 0;
+}
+
+/* Layer l's telemetry for sequence b's position `row` (kvcache.h): head h's
+ * LSE at lse[h ls], its gate at g[h gs] (g NULL: no gate), the log-bias of
+ * key 0 at lb[h lbs] (lb NULL: none); each op buffer is read over
+ * (H - 1) stride + 1 reals from the pointer. */
+static void tel_record(KvCache *kv, int l, int b, int row, const real *lse, long ls, const real *g, long gs,
+                       const real *lb, long lbs) {
+    const Model *m = kv->m;
+    const int H = m->H, d = m->d, C = m->C;
+    const real *qkv = qkv_rows(kv, l, b);
+    op_download(kv->h_lse, lse, sizeof(real) * (size_t)((H - 1) * ls + 1));
+    if (g) op_download(kv->h_g, g, sizeof(real) * (size_t)((H - 1) * gs + 1));
+    if (lb) op_download(kv->h_lb, lb, sizeof(real) * (size_t)((H - 1) * lbs + 1));
+    op_download(kv->h_q, qkv + (size_t)row * 3 * C, sizeof(real) * (size_t)C);
+    op_download(kv->h_k0, qkv + C, sizeof(real) * (size_t)C);
+    real *t = kv->tel + ((size_t)b * m->L + l) * KV_TEL * H;
+    for (int h = 0; h < H; h++) {
+        double dot = 0;
+        for (int e = 0; e < d; e++) dot += (double)kv->h_q[h * d + e] * kv->h_k0[h * d + e];
+        const double L = kv->h_lse[h * ls], s0 = dot / sqrt((double)d) + (lb ? kv->h_lb[h * lbs] : 0);
+        t[KV_TEL_POS0 * H + h] = (real)exp(s0 - L);
+        t[KV_TEL_PHANTOM * H + h] = arm_has_phantom(m->arm) ? (real)exp(kv->h_sink[l * H + h] - L) : 0;
+        t[KV_TEL_GATE * H + h] = g ? kv->h_g[h * gs] : 1;
+    }
+}
 
 /* The rest of layer l for N rows whose attention output is in atty and
  * whose input is x: x becomes the layer's output. */
@@ -118,6 +160,9 @@ void kv_prefill(KvCache *kv, const int32_t *tokens, int n, real *logits) {
                         3 * C, &gp, 1, P, H, d);
         AttnArgs aa = model_attn_args(m, l, 1, P, routing ? kv->logbias : NULL);
         op_attention_fwd(kv->atty, kv->lse, qkv, qkv + C, kv->gated ? vg_rows(kv, l, 0) : qkv + 2 * C, &aa);
+        if (kv->tel) /* lse and g are [H, P]: the last row's at h P + P - 1 */
+            tel_record(kv, l, 0, P - 1, kv->lse + P - 1, P, gp.kind != GATE_NONE ? kv->g + P - 1 : NULL, P,
+                       routing ? kv->logbias : NULL, P);
         mlp_half(kv, l, P);
         for (int b = 1; b < kv->nseq; b++) {
             op_copy(qkv_rows(kv, l, b), qkv, sizeof(real) * (size_t)P * 3 * C);
@@ -126,6 +171,9 @@ void kv_prefill(KvCache *kv, const int32_t *tokens, int n, real *logits) {
     }
     kv->len = P;
     kv->ntok = n;
+    if (kv->tel)
+        for (int b = 1; b < kv->nseq; b++)
+            memcpy(kv->tel + (size_t)b * m->L * KV_TEL * H, kv->tel, sizeof(real) * (size_t)m->L * KV_TEL * H);
     final_logits(kv, P - 1, 1, logits);
 }
 
@@ -150,6 +198,10 @@ void kv_step(KvCache *kv, const int32_t *tokens, real *logits) {
             AttnArgs aa = model_attn_args(m, l, 1, p + 1, routing ? kv->logbias : NULL);
             op_attention_decode_fwd(kv->atty + (size_t)b * C, kv->lse + (size_t)b * H, row, qkv + C,
                                     kv->gated ? vg_rows(kv, l, b) : qkv + 2 * C, &aa);
+            if (kv->tel) /* the routing slot's g and log-bias are [H, p + 1] */
+                tel_record(kv, l, b, p, kv->lse + (size_t)b * H, 1,
+                           gp.kind == GATE_NONE ? NULL : routing ? kv->g + p : kv->g, routing ? p + 1 : 1,
+                           routing ? kv->logbias : NULL, p + 1);
         }
         mlp_half(kv, l, B);
     }

@@ -41,7 +41,21 @@ typedef struct {
     real *x, *ln, *qkv_new, *atty, *res, *fch, *fch_gelu, *mean, *rstd, *lse, *g, *logbias, *logits;
     int32_t *tok;    /* [max(cap, nseq)] the tokens being entered */
     size_t bytes;    /* op memory held */
+    /* telemetry (kv_telemetry): host, tel [nseq][L][KV_TEL][H], and the
+     * host copies it is computed from */
+    real *tel, *h_lse, *h_g, *h_lb, *h_q, *h_k0, *h_sink;
 } KvCache;
+
+/* What the query of the position just entered did in each layer and head,
+ * recorded when kv_telemetry is on:
+ *   KV_TEL_POS0     its attention on the cache's first row: the sink token
+ *                   in that arm, the <|endoftext|> that starts the text in
+ *                   the others, exp(q.k_0/sqrt(d) + lb_0 - LSE);
+ *   KV_TEL_PHANTOM  its attention on the phantom, exp(c_h - LSE) (arms with
+ *                   one; 0 in the others);
+ *   KV_TEL_GATE     the gate of its own read, g (filter arms; 1 in the
+ *                   others). */
+enum { KV_TEL_POS0, KV_TEL_PHANTOM, KV_TEL_GATE, KV_TEL };
 
 /* The op memory a cache for NSEQ sequences takes, in bytes. */
 double kv_bytes(const Model *m, int nseq);
@@ -50,6 +64,11 @@ double kv_bytes(const Model *m, int nseq);
  * with a message (out of device memory). */
 int kv_init(KvCache *kv, Model *m, int nseq, char *err, size_t errlen);
 void kv_free(KvCache *kv);
+
+/* Turns telemetry on: after each kv_prefill or kv_step, kv->tel holds the
+ * values above for every sequence's last entered position.  0, or -1 with a
+ * message (out of host memory). */
+int kv_telemetry(KvCache *kv, char *err, size_t errlen);
 
 /* Enters the N tokens of a prompt (1 <= N <= block_size) into every
  * sequence of an empty cache, as one causal forward over the prompt, and

@@ -554,7 +554,7 @@ if [ -x "$B/tests/test_analysis" ] && "$RPY" -c 'import numpy, tiktoken' 2>/dev/
         gen_ok=1
         timeout 300 "$EMU" generate "$g" --prompt "The cat sat" --temperature 0 --vocab "$V" --json "$g/greedy.json" \
             --quiet >"$g/gen.log" 2>&1 || gen_ok=0
-        timeout 300 "$EMU" generate "$g" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 \
+        timeout 300 "$EMU" generate "$g" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 --telemetry \
             --vocab "$V" --json "$g/sampled.json" --quiet >>"$g/gen.log" 2>&1 || gen_ok=0
         out=$("$RPY" tests/generate/ref_generate.py --bf16 --atol 0.05 --tie 0.05 "$g/model.safetensors" "$V" "$g/greedy.json" \
             "$g/sampled.json" 2>&1)

@@ -45,10 +45,10 @@ for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo 
     "$SG" export "$d" -o "$d/model.safetensors" 2>/dev/null
     ok_all=1
     G "$d" --prompt "$P" --temperature 0 --json "$d/greedy.json" >/dev/null || ok_all=0
-    G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --json "$d/sampled.json" \
-        >/dev/null || ok_all=0
+    G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --telemetry \
+        --json "$d/sampled.json" >/dev/null || ok_all=0
     G "$d" --prompt "" --temperature 1.3 --ignore-eot --tokens 16 --seed 2 --json "$d/long.json" >/dev/null || ok_all=0
-    check '[ $ok_all = 1 ]' "$arm: greedy, sampled (top-k, top-p, 3 samples) and a whole context past <|endoftext|> exit 0"
+    check '[ $ok_all = 1 ]' "$arm: greedy, sampled (top-k, top-p, 3 samples, telemetry) and a whole context past <|endoftext|> exit 0"
     if [ $have_ref = 1 ]; then
         out=$(ref "$d/model.safetensors" "$V" "$d/greedy.json" "$d/sampled.json" "$d/long.json")
         check 'grep -qE "ref_generate: [0-9]+ passed, 0 failed" <<<"$out"' "$arm: the reference"$'\n'"$out"
@@ -56,9 +56,10 @@ for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo 
 done
 
 if [ $have_ref = 1 ]; then
-    # the reference is not blind: one token, or one log-probability 1e-4 off,
-    # changed in a copy, fails it
-    for mut in 'd["samples"][1]["tokens"][2] += 1' 'd["samples"][2]["logprobs"][4] += 1e-4'; do
+    # the reference is not blind: one token, one log-probability or one
+    # phantom mass 1e-4 off, or a gate missing, changed in a copy, fails it
+    for mut in 'd["samples"][1]["tokens"][2] += 1' 'd["samples"][2]["logprobs"][4] += 1e-4' \
+               'd["samples"][0]["telemetry"]["phantom"][3][1][0] += 1e-4' 'd["samples"][1]["telemetry"]["gate"][0][0].pop()'; do
         "$PY" - "$W/combo2/sampled.json" "$W/mut.json" "$mut" <<'PYEOF2'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -80,13 +81,17 @@ check '[ "$(json $d/greedy.json "(d[\"setup\"][\"max_tokens\"], len(d[\"samples\
     "the default limit is what the context leaves: 16 + 1 - 4 prompt tokens = 13"
 check '[ "$(json $d/long.json "(d[\"prompt\"][\"tokens\"], len(d[\"samples\"][0][\"tokens\"]), d[\"samples\"][0][\"stop\"])")" = "([50256], 16, '"'"'length'"'"')" ]' \
     "an empty prompt is <|endoftext|> alone, and 16 new tokens fill the 16 positions (the last is never entered)"
+check '[ "$(json $d/sampled.json "sorted(d[\"samples\"][0][\"telemetry\"])")" = "['"'"'gate'"'"', '"'"'phantom'"'"', '"'"'pos0'"'"']" ] &&
+       [ "$(json $W/baseline/sampled.json "sorted(d[\"samples\"][0][\"telemetry\"])")" = "['"'"'pos0'"'"']" ] &&
+       [ "$(json $d/sampled.json "[len(d[\"samples\"][0][\"telemetry\"][\"gate\"][0]), len(d[\"samples\"][0][\"telemetry\"][\"gate\"][0][0])]")" = "[2, 2]" ]' \
+    "--telemetry: the fields each arm has (combo2 all three, baseline the first position only), layer by head for each draw"
 check '[ "$(json $d/sampled.json "[s[\"index\"] for s in d[\"samples\"]]")" = "[0, 1, 2]" ] &&
        [ "$(json $d/sampled.json "len(set(tuple(s[\"tokens\"]) for s in d[\"samples\"]))")" = 3 ]' \
     "3 samples, each its own continuation"
 
 # --- the same samples again, for any thread count and beside any others ---------
-G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --json "$W/again.json" >/dev/null
-G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --threads 1 --json "$W/t1.json" >/dev/null
+G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --telemetry --json "$W/again.json" >/dev/null
+G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 3 --seed 5 --threads 1 --telemetry --json "$W/t1.json" >/dev/null
 check '[ "$(strip_setup $W/again.json)" = "$(strip_setup $d/sampled.json)" ] && [ "$(strip_setup $W/t1.json)" = "$(strip_setup $d/sampled.json)" ]' \
     "a second run, and one on one thread, write the same samples"
 G "$d" --prompt "$P" --temperature 0.9 --top-k 200 --top-p 0.95 --samples 1 --seed 5 --json "$W/one.json" >/dev/null
@@ -132,6 +137,7 @@ bad_in "--top-p: expected a number in \[0, 1\], got '1.5'" -- "$d" --top-p 1.5
 bad_in "--top-k: expected an integer in \[0, " -- "$d" --top-k -3
 bad_in "--seed: expected an integer" -- "$d" --seed 1.5
 expect 2 "--prompt needs a value" -- "$SG" generate "$d" --prompt
+expect 2 "--telemetry goes into the --json file: give one" -- "$SG" generate "$d" --telemetry
 bad_in "--prompt and --prompt-file: one or the other" -- "$d" --prompt x --prompt-file "$W/prompt.txt"
 bad_in "one run or checkpoint only" -- "$d" "$W/baseline"
 bad_in "--tokens 14 does not fit: the prompt takes 4 of the model's 16 positions, which leaves room for 13 new tokens" \

@@ -13,7 +13,9 @@ the specification, with no key-value cache:
     rng_uniform(rng_key(seed, sample, i), 0) (src/rng.c) and the
     definition of temperature, top-k and top-p (src/next_token.h);
   - where each sample stopped (<|endoftext|> or the token limit) and its
-    text (the tokens' bytes, invalid UTF-8 spelled \\xNN).
+    text (the tokens' bytes, invalid UTF-8 spelled \\xNN);
+  - with --telemetry, each draw's query's attention on the first position
+    and on the phantom, and its read's gate, per layer and head.
 Prints one line per failed comparison and ends with
 `ref_generate: N passed, M failed`; exit status 0 iff M == 0.
 
@@ -134,6 +136,28 @@ def draw(z, tau, top_k, top_p, u, ztol):
     return token, allowed, margin
 
 
+def check_telemetry(ck, name, model, rec, tel, P, n, atol):
+    """--telemetry: draw i's query is position P - 1 + i (after the sink's
+    row in that arm); per layer and head its attention on the first key
+    (after the phantom's column), on the phantom, and its read's gate."""
+    want_fields = {"pos0"} | ({"phantom"} if model.phantom else set()) | ({"gate"} if model.gated else set())
+    ck.equal(f"{name}: telemetry fields", sorted(tel), sorted(want_fields))
+    first = 1 if model.phantom else 0
+    for i in range(n):
+        t = model.first + P - 1 + i
+        for l, r in enumerate(rec):
+            want = {"pos0": r["p"][0, :, t, first]}
+            if model.phantom:
+                want["phantom"] = r["p"][0, :, t, 0]
+            if model.gated:
+                want["gate"] = r["g"][0, :, t]
+            for f, w in want.items():
+                got = tel.get(f, [])
+                for h in range(model.H):
+                    g = got[i][l][h] if i < len(got) and l < len(got[i]) and h < len(got[i][l]) else None
+                    ck.close(f"{name}: telemetry {f} draw {i} layer {l} head {h}", g, float(w[h]), atol, 0)
+
+
 def bf16(a):
     """float64 -> float32 -> bf16 (round to nearest even), back as float64."""
     u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -187,7 +211,10 @@ def main():
             drawn = smp["tokens"] + ([EOT] if smp["stop"] == "eot" else [])
             ck.equal(f"{name}: one log-probability a drawn token", len(smp["logprobs"]), len(drawn))
             seq = np.array(prompt + drawn[:-1], dtype=np.int64)
-            logits = ref_analysis.forward(model, seq[None, :])[0]   # [len, V]
+            rec = []
+            logits = ref_analysis.forward(model, seq[None, :], record=rec)[0]   # [len, V]
+            if "telemetry" in smp:
+                check_telemetry(ck, name, model, rec, smp["telemetry"], len(prompt), len(drawn), atol)
             for i, tok in enumerate(drawn):
                 z = logits[len(prompt) - 1 + i][:EOT + 1]
                 u = ref_analysis.rng_uniform(ref_analysis.rng_key(seed, k, i), 0)

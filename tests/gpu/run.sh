@@ -188,7 +188,7 @@ if [ -s "$V" ]; then
     gen_ok=1
     "$CB/sgtrain" generate "$W/zs" --prompt "The cat sat" --temperature 0 --vocab "$V" --json "$W/gen-greedy.json" \
         --quiet >/dev/null || gen_ok=0
-    "$CB/sgtrain" generate "$W/zs" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 \
+    "$CB/sgtrain" generate "$W/zs" --prompt "The cat sat" --temperature 0.8 --top-k 5 --samples 2 --seed 3 --telemetry \
         --vocab "$V" --json "$W/gen-sampled.json" --quiet >/dev/null || gen_ok=0
     if "$PY" -c 'import numpy' 2>/dev/null; then
         out=$("$PY" tests/generate/ref_generate.py --bf16 --atol 0.05 --tie 0.05 "$W/zs/model.safetensors" "$V" \
