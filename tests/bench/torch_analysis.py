@@ -397,11 +397,16 @@ class Model(nn.Module):
         logits = F.linear(self.ln_f(x), self.wte)                         # tied head
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
-    def forward(self, idx, targets):
+    def embed(self, idx):
+        """[B, T(+1), C]: token and position embeddings, after the sink's row in that arm."""
         B, T = idx.shape
         x = self.wte[idx] + self.wpe[:T]
         if self.sink:
             x = torch.cat([self.sink_token.view(1, 1, -1).expand(B, 1, self.C), x], dim=1)
+        return x
+
+    def forward(self, idx, targets):
+        x = self.embed(idx)
         for block in self.h:
             x = block(x)
         return self.head_fn(x, targets)

@@ -42,10 +42,7 @@ import torch_analysis as ta  # noqa: E402  (the PyTorch model of an exported che
 
 def logits_nocache(model, idx):
     """Logits after the last position of idx [S, n]: a whole forward."""
-    S, n = idx.shape
-    x = model.wte[idx] + model.wpe[:n]
-    if model.sink:
-        x = torch.cat([model.sink_token.view(1, 1, -1).expand(S, 1, model.C), x], dim=1)
+    x = model.embed(idx)
     for b in model.h:
         x = b(x)
     return F.linear(model.ln_f(x[:, -1]), model.wte)
