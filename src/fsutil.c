@@ -191,3 +191,43 @@ int fs_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+char *fs_read_file(const char *path, size_t max, size_t *n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        sg_fail(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *b = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            char *nb = realloc(b, cap);
+            if (!nb) {
+                sg_fail(err, errlen, "%s: out of memory", path);
+                goto fail;
+            }
+            b = nb;
+        }
+        size_t k = fread(b + len, 1, cap - len - 1, f);
+        len += k;
+        if (max && len > max) {
+            sg_fail(err, errlen, "%s: more than %zu bytes", path, max);
+            goto fail;
+        }
+        if (k == 0) break;
+    }
+    if (ferror(f)) {
+        sg_fail(err, errlen, "%s: read error: %s", path, strerror(errno));
+        goto fail;
+    }
+    fclose(f);
+    b[len] = 0;
+    *n = len;
+    return b;
+fail:
+    fclose(f);
+    free(b);
+    return NULL;
+}

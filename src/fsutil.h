@@ -46,6 +46,11 @@ int fs_mkdir_p(const char *dir, char *err, size_t errlen);
 /* Size of a regular file in bytes; -1 with a message if it can't be stat'd. */
 int fs_file_size(const char *path, uint64_t *size, char *err, size_t errlen);
 
+/* The whole of PATH (a file, or anything fopen reads: a pipe), malloc'd and
+ * NUL-terminated, its length in *n; more than MAX bytes (0: no limit) is an
+ * error.  NULL with "PATH: reason" in err. */
+char *fs_read_file(const char *path, size_t max, size_t *n, char *err, size_t errlen);
+
 /* 1 if PATH exists (any type), else 0. */
 int fs_exists(const char *path);
 

@@ -128,28 +128,9 @@ static char *read_prompt(const GenOpts *o, size_t *n, char *err, size_t errlen) 
         else snprintf(err, errlen, "out of memory for the prompt");
         return p;
     }
-    uint64_t size;
     char ferr[1200];
-    if (fs_file_size(o->prompt_file, &size, ferr, sizeof ferr)) {
-        snprintf(err, errlen, "--prompt-file %s", ferr);
-        return NULL;
-    }
-    if (size > (uint64_t)GEN_MAX_PROMPT_BYTES) {
-        snprintf(err, errlen, "--prompt-file %s: %llu bytes; a prompt is at most %ld MiB (and the model's context)",
-                 o->prompt_file, (unsigned long long)size, GEN_MAX_PROMPT_BYTES >> 20);
-        return NULL;
-    }
-    FILE *f = fopen(o->prompt_file, "rb");
-    char *p = f ? malloc(size + 1) : NULL;
-    *n = p ? fread(p, 1, size, f) : 0;
-    int bad = !f || !p || *n != size || ferror(f);
-    if (f) fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "--prompt-file %s: cannot read it", o->prompt_file);
-        free(p);
-        return NULL;
-    }
-    p[*n] = 0;
+    char *p = fs_read_file(o->prompt_file, GEN_MAX_PROMPT_BYTES, n, ferr, sizeof ferr);
+    if (!p) snprintf(err, errlen, "--prompt-file %s", ferr);
     return p;
 }
 

@@ -7,44 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "zeroshot.h"
-
-/* The whole file, NUL-terminated; NULL with err. */
-static char *read_file(const char *path, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *b = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                snprintf(err, errlen, "%s: out of memory", path);
-                goto fail;
-            }
-            b = nb;
-        }
-        size_t k = fread(b + len, 1, cap - len - 1, f);
-        len += k;
-        if (k == 0) break;
-    }
-    if (ferror(f)) {
-        snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
-        goto fail;
-    }
-    fclose(f);
-    b[len] = 0;
-    *n = len;
-    return b;
-fail:
-    fclose(f);
-    free(b);
-    return NULL;
-}
 
 static int sha256_hex(const char *p, size_t n, char hex[65]) {
     unsigned char md[32];
@@ -342,7 +306,7 @@ static int load_jsonl(ZsData *d, ZsTask task, const char *path, char *buf, size_
 int zs_load(ZsData *d, ZsTask task, const char *path, long limit, const Tokenizer *tok, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     size_t n;
-    char *buf = read_file(path, &n, err, errlen);
+    char *buf = fs_read_file(path, 0, &n, err, errlen);
     if (!buf) return -1;
     int rc = -1;
     TokEncoder *enc = tok_encoder_new(tok, err, errlen);
