@@ -129,8 +129,22 @@ void op_gelu_fwd(real *out, const real *inp, long n);
 /* dinp = dout * gelu'(inp) */
 void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n);
 
+/* GELU, tanh form (GPT-2's "gelu_new", PyTorch's approximate='tanh'):
+ *   gelu(x)  = x s(x),  s(x) = (1 + tanh u) / 2,  u = sqrt(2/pi) (x + 0.044715 x^3)
+ *   gelu'(x) = s(x) + x (1 - tanh^2 u) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+ * (config gelu_tanh; the study's models use the erf form above). */
+void op_gelu_tanh_fwd(real *out, const real *inp, long n);
+void op_gelu_tanh_bwd(real *dinp, const real *inp, const real *dout, long n);
+
 /* out = a + b */
 void op_add(real *out, const real *a, const real *b, long n);
+
+/* A linear layer's bias (config linear_bias, GPT-2's Conv1D biases):
+ * out[i, :] += bias[0, N) for every row i < M. */
+void op_bias_add(real *out, const real *bias, int M, int N);
+/* Its gradient: db[j] += sum_i dout[i, j] (acc), the rows summed in a fixed
+ * order, whatever the threads. */
+void op_bias_bwd(real *db, const real *dout, int M, int N);
 
 /* ---- embeddings ---------------------------------------------------------
  * out[B, Tp, C].  With sink == NULL, Tp = T and row (b,t) = wte[tok] + wpe[t].

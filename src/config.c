@@ -42,6 +42,8 @@ typedef enum {
     X(block_size, CF_INT, CF_RUN, R_POS, "context length in tokens")                         \
     X(vocab_size, CF_INT, CF_RUN, R_VOCAB, "vocabulary size (at most 65536: uint16 shards)") \
     X(ln_bias, CF_BOOL, CF_RUN, R_NONE, "LayerNorm with a bias term")                        \
+    X(linear_bias, CF_BOOL, CF_RUN, R_NONE, "bias terms on the four linear layers of a block, as GPT-2's (imported models)") \
+    X(gelu_tanh, CF_BOOL, CF_RUN, R_NONE, "GELU's tanh approximation, as GPT-2's, instead of the exact erf form") \
     X(gate_beta, CF_DOUBLE, CF_RUN, R_GT0, "norm-gate sharpness")                            \
     X(init_std, CF_DOUBLE, CF_RUN, R_GT0, "standard deviation of the weight init")           \
     X(seed, CF_LONG, CF_RUN, R_NONNEG, "seed for init and batch order")                      \
@@ -220,6 +222,8 @@ int config_from_tier(Config *c, const char *tier, char *err, size_t errlen) {
     set_str(c->arm, sizeof c->arm, "baseline");
     c->vocab_size = 50257;
     c->ln_bias = 0;
+    c->linear_bias = 0;
+    c->gelu_tanh = 0;
     c->gate_beta = 8;
     c->init_std = 0.02;
     c->seed = 0;

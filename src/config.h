@@ -18,6 +18,8 @@ typedef struct {
     /* model */
     int n_layer, n_head, n_embd, block_size, vocab_size;
     int ln_bias;        /* 0: LayerNorm without bias (paper default) */
+    int linear_bias;    /* 0: linear layers without bias (paper default; GPT-2 has them) */
+    int gelu_tanh;      /* 0: exact erf GELU (paper default; GPT-2 uses the tanh form) */
     double gate_beta;   /* norm-gate sharpness, 8 */
     double init_std;    /* 0.02 */
     /* training */

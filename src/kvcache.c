@@ -126,11 +126,11 @@ static void mlp_half(KvCache *kv, int l, int N) {
     const Model *m = kv->m;
     const LayerTensors *lt = &m->p.layer[l];
     const int C = m->C;
-    op_matmul_fwd(kv->res, kv->atty, lt->attn_proj, N, C, C);
+    model_linear(kv->res, kv->atty, lt->attn_proj, lt->attn_proj_b, N, C, C);
     op_residual_layernorm_fwd(kv->res, kv->ln, kv->mean, kv->rstd, kv->res, kv->x, lt->ln2_w, lt->ln2_b, N, C);
-    op_matmul_fwd(kv->fch, kv->ln, lt->fc_w, N, C, 4 * C);
-    op_gelu_fwd(kv->fch_gelu, kv->fch, (long)N * 4 * C);
-    op_matmul_fwd(kv->x, kv->fch_gelu, lt->fc_proj, N, 4 * C, C);
+    model_linear(kv->fch, kv->ln, lt->fc_w, lt->fc_b, N, C, 4 * C);
+    model_gelu(m, kv->fch_gelu, kv->fch, (long)N * 4 * C);
+    model_linear(kv->x, kv->fch_gelu, lt->fc_proj, lt->fc_proj_b, N, 4 * C, C);
     op_add(kv->x, kv->x, kv->res, (long)N * C);
 }
 
@@ -152,7 +152,7 @@ void kv_prefill(KvCache *kv, const int32_t *tokens, int n, real *logits) {
         const LayerTensors *lt = &m->p.layer[l];
         real *qkv = qkv_rows(kv, l, 0);
         op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x, lt->ln1_w, lt->ln1_b, P, C);
-        op_matmul_fwd(qkv, kv->ln, lt->attn_w, P, C, 3 * C);
+        model_linear(qkv, kv->ln, lt->attn_w, lt->attn_b, P, C, 3 * C);
         GateParams gp = model_gate_params(m, l);
         const int routing = gp.kind != GATE_NONE && gp.slot == SLOT_ROUTING;
         if (gp.kind != GATE_NONE)
@@ -187,7 +187,7 @@ void kv_step(KvCache *kv, const int32_t *tokens, real *logits) {
     for (int l = 0; l < m->L; l++) {
         const LayerTensors *lt = &m->p.layer[l];
         op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x, lt->ln1_w, lt->ln1_b, B, C);
-        op_matmul_fwd(kv->qkv_new, kv->ln, lt->attn_w, B, C, 3 * C);
+        model_linear(kv->qkv_new, kv->ln, lt->attn_w, lt->attn_b, B, C, 3 * C);
         GateParams gp = model_gate_params(m, l);
         const int routing = gp.kind != GATE_NONE && gp.slot == SLOT_ROUTING;
         for (int b = 0; b < B; b++) {

@@ -20,7 +20,9 @@ static long round_up(long x, long a) { return (x + a - 1) / a * a; }
 static int role_decays(TensorRole r) {
     /* Weight decay on every matrix and embedding (dimension >= 2 in the
      * paper's words) and on nothing whose zero has a mechanistic meaning:
-     * sink logits, gate thresholds, directions and biases, LayerNorm. */
+     * sink logits, gate thresholds, directions and biases, LayerNorm, and
+     * (as nanoGPT, which decays only tensors of dimension >= 2) the linear
+     * layers' biases. */
     return r == ROLE_TOKEN_EMBED || r == ROLE_POS_EMBED || r == ROLE_MATRIX || r == ROLE_MATRIX_OUT;
 }
 
@@ -49,7 +51,7 @@ static void add_tensor(Model *m, const char *name, TensorRole role, int layer, i
 
 static void build_table(Model *m) {
     const Arm *arm = m->arm;
-    int C = m->C, H = m->H, d = m->d, lnb = m->cfg.ln_bias;
+    int C = m->C, H = m->H, d = m->d, lnb = m->cfg.ln_bias, lib = m->cfg.linear_bias;
     char n[64];
     m->n_tensors = 0;
     m->n_params = 0;
@@ -65,6 +67,7 @@ static void build_table(Model *m) {
         T_("ln_1.weight", ROLE_NORM_WEIGHT, C, 0);
         if (lnb) T_("ln_1.bias", ROLE_NORM_BIAS, C, 0);
         T_("attn.c_attn.weight", ROLE_MATRIX, 3 * C, C);
+        if (lib) T_("attn.c_attn.bias", ROLE_LINEAR_BIAS, 3 * C, 0);
         if (arm_has_sink_logit(arm)) T_("attn.sink_logit", ROLE_SINK_LOGIT, H, 0);
         if (arm->filter == FILTER_NORM) T_("attn.gate_tau", ROLE_GATE_TAU, H, 0);
         if (arm->filter == FILTER_PROJ) {
@@ -72,10 +75,13 @@ static void build_table(Model *m) {
             T_("attn.gate_b", ROLE_GATE_BIAS, H, 0);
         }
         T_("attn.c_proj.weight", ROLE_MATRIX_OUT, C, C);
+        if (lib) T_("attn.c_proj.bias", ROLE_LINEAR_BIAS, C, 0);
         T_("ln_2.weight", ROLE_NORM_WEIGHT, C, 0);
         if (lnb) T_("ln_2.bias", ROLE_NORM_BIAS, C, 0);
         T_("mlp.c_fc.weight", ROLE_MATRIX, 4 * C, C);
+        if (lib) T_("mlp.c_fc.bias", ROLE_LINEAR_BIAS, 4 * C, 0);
         T_("mlp.c_proj.weight", ROLE_MATRIX_OUT, C, 4 * C);
+        if (lib) T_("mlp.c_proj.bias", ROLE_LINEAR_BIAS, C, 0);
 #undef T_
     }
     add_tensor(m, "ln_f.weight", ROLE_NORM_WEIGHT, -1, C, 0, C);
@@ -114,6 +120,10 @@ static void bind(const Model *m, real *base, ModelTensors *v) {
         else if (!strcmp(s, "ln_2.bias")) L->ln2_b = p;
         else if (!strcmp(s, "mlp.c_fc.weight")) L->fc_w = p;
         else if (!strcmp(s, "mlp.c_proj.weight")) L->fc_proj = p;
+        else if (!strcmp(s, "attn.c_attn.bias")) L->attn_b = p;
+        else if (!strcmp(s, "attn.c_proj.bias")) L->attn_proj_b = p;
+        else if (!strcmp(s, "mlp.c_fc.bias")) L->fc_b = p;
+        else if (!strcmp(s, "mlp.c_proj.bias")) L->fc_proj_b = p;
     }
 }
 
@@ -285,6 +295,7 @@ void model_init(Model *m, uint64_t seed) {
             for (long j = 0; j < t->numel_real; j++) p[j] = 1;
             break;
         case ROLE_NORM_BIAS:
+        case ROLE_LINEAR_BIAS: /* zero, as PyTorch's GPT-2 initialises them */
         case ROLE_SINK_LOGIT: /* b_h = 0: starts as off-by-one */
         case ROLE_GATE_DIR:   /* w_h = 0 ... */
             break;
@@ -327,6 +338,7 @@ static real *carve(Carver *c, long n) {
  * while no analysis hook runs. */
 static long layout_acts(Model *m, int B, real *base, int qkv_on) {
     Carver cv = {base, 0};
+    const int lib = m->cfg.linear_bias; /* promises nothing a bias op touches (promise_acts) */
     const Arm *arm = m->arm;
     long C = m->C, N = (long)B * m->Tp, NT = (long)B * m->T, BHT = (long)B * m->H * m->Tp;
     const long att_qkv = qkv_on ? op_promised_len(OP_PROMISE_ATTENTION, N * 3 * C) : N * 3 * C;
@@ -353,7 +365,7 @@ static long layout_acts(Model *m, int B, real *base, int qkv_on) {
         la->ln2 = carve(&cv, mm_c);
         la->ln2_mean = carve(&cv, N);
         la->ln2_rstd = carve(&cv, N);
-        la->fch = carve(&cv, bf_4c);
+        la->fch = carve(&cv, lib ? N * 4 * C : bf_4c);
         la->fch_gelu = carve(&cv, mm_4c);
         la->res2 = carve(&cv, N * C);
     }
@@ -371,7 +383,7 @@ static long layout_acts(Model *m, int B, real *base, int qkv_on) {
     a->dvg = carve(&cv, N * C);
     a->dlogbias = carve(&cv, BHT);
     a->datty = carve(&cv, op_promised_len(OP_PROMISE_ATTENTION, N * C));
-    a->dfch = carve(&cv, mm_4c);
+    a->dfch = carve(&cv, lib ? N * 4 * C : mm_4c);
     a->dfch_gelu = carve(&cv, bf_4c);
     a->dxf = arm_has_sink_token(arm) ? carve(&cv, NT * C) : NULL;
     a->dlnf = carve(&cv, NT * C);
@@ -397,23 +409,27 @@ static long layout_acts(Model *m, int B, real *base, int qkv_on) {
  * too.  qkv and vg not while the analyses' hooks run (qkv_on 0): they read
  * them, and one writes qkv.  Every promise is made right after the layout,
  * before anything writes the tensors, as a tensor laid out for its bf16
- * alone needs (op_promised_len). */
+ * alone needs (op_promised_len).
+ * With linear_bias, the bias ops write the outputs of qkv and fc and read
+ * the gradients of qkv's and fc's outputs: none of those four is promised
+ * (qkv_on is 0 then, ensure_acts), as none of them would keep its promise. */
 static void promise_acts(Model *m, int B, int qkv_on) {
     long C = m->C, N = (long)B * m->Tp;
+    const int lib = m->cfg.linear_bias;
     for (int l = 0; l < m->L; l++) {
         const LayerActs *la = &m->a.layer[l];
         op_matmul_only(la->ln1, N * C);
         op_matmul_only(la->ln2, N * C);
         op_matmul_only(la->fch_gelu, N * 4 * C);
-        op_bf16_operand(la->fch, N * 4 * C);
+        if (!lib) op_bf16_operand(la->fch, N * 4 * C);
         if (!qkv_on) continue;
         op_attention_operand(la->qkv, N * 3 * C);
         if (la->vg) op_attention_operand(la->vg, N * C);
     }
-    op_matmul_only(m->a.dfch, N * 4 * C);
+    if (!lib) op_matmul_only(m->a.dfch, N * 4 * C);
     op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
     op_bf16_operand(m->a.dln, N * C);
-    if (m->arm->slot == FSLOT_VALUE) op_matmul_only(m->a.dqkv, N * 3 * C);
+    if (m->arm->slot == FSLOT_VALUE && !lib) op_matmul_only(m->a.dqkv, N * 3 * C);
     op_attention_operand(m->a.datty, N * C);
     m->qkv_promised = qkv_on;
 }
@@ -431,7 +447,7 @@ static void ensure_acts(Model *m, int B) {
     /* k = qkv + C and v = qkv + 2C must lie within qkv's reals (ops.h),
      * which a single row (B T = 1) laid out compact would not give */
     const long N = (long)B * m->Tp;
-    const int qkv_on = m->hooks == NULL && op_promised_len(OP_PROMISE_ATTENTION, N * 3 * m->C) > 2L * m->C;
+    const int qkv_on = m->hooks == NULL && !m->cfg.linear_bias && op_promised_len(OP_PROMISE_ATTENTION, N * 3 * m->C) > 2L * m->C;
     if (m->act_mem && B == m->B && qkv_on == m->qkv_promised) return;
     if (!m->a.layer && !(m->a.layer = calloc((size_t)m->L, sizeof(LayerActs)))) {
         fprintf(stderr, "sgtrain: out of memory\n");
@@ -479,6 +495,16 @@ AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbia
     return aa;
 }
 
+void model_linear(real *out, const real *inp, const real *w, const real *b, int M, int K, int N) {
+    op_matmul_fwd(out, inp, w, M, K, N);
+    if (b) op_bias_add(out, b, M, N);
+}
+
+void model_gelu(const Model *m, real *out, const real *inp, long n) {
+    if (m->cfg.gelu_tanh) op_gelu_tanh_fwd(out, inp, n);
+    else op_gelu_fwd(out, inp, n);
+}
+
 static const real *values_read(const Model *m, const LayerActs *la) {
     return model_reads_gated(m) ? la->vg : la->qkv + 2 * m->C;
 }
@@ -509,7 +535,7 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
             /* layers after the first got ln1 from the previous layer's residual add */
             if (l == 0)
                 PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
-            PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
+            PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, model_linear(la->qkv, la->ln1, lt->attn_w, lt->attn_b, N, C, 3 * C));
         }
         if (hk && hk->values) hk->values(hk->ctx, m, l, B);
         if (m->arm->filter != FILTER_NONE) {
@@ -520,13 +546,13 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
         if (!(hk && hk->attention && hk->attention(hk->ctx, m, l, B, &aa, values_read(m, la))))
             PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
         /* each residual add is fused with the LayerNorm that reads its sum */
-        PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * C, model_linear(la->res1, la->atty, lt->attn_proj, lt->attn_proj_b, N, C, C));
         PROF(PROF_LAYERNORM, 0,
              op_residual_layernorm_fwd(la->res1, la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, x, lt->ln2_w,
                                        lt->ln2_b, N, C));
-        PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C));
-        PROF(PROF_POINTWISE, 0, op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
-        PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, model_linear(la->fch, la->ln2, lt->fc_w, lt->fc_b, N, C, 4 * C));
+        PROF(PROF_POINTWISE, 0, model_gelu(m, la->fch_gelu, la->fch, (long)N * 4 * C));
+        PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, model_linear(la->res2, la->fch_gelu, lt->fc_proj, lt->fc_proj_b, N, 4 * C, C));
         if (l + 1 < m->L) {
             LayerActs *nx = &a->layer[l + 1];
             const LayerTensors *nt = &m->p.layer[l + 1];
@@ -628,12 +654,16 @@ void model_backward(Model *m) {
         LayerTensors *gl = &g->layer[l];
         const real *x_in = l ? a->layer[l - 1].res2 : a->x0;
         /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(res1)))) */
+        if (gl->fc_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_proj_b, a->dres, N, C));
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
-        PROF(PROF_POINTWISE, 0, op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
+        if (m->cfg.gelu_tanh) PROF(PROF_POINTWISE, 0, op_gelu_tanh_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
+        else PROF(PROF_POINTWISE, 0, op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
+        if (gl->fc_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_b, a->dfch, N, 4 * C));
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
                          la->ln2_rstd, N, C));
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
+        if (gl->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_proj_b, a->dres, N, C));
         PROF(PROF_MATMUL, 4.0 * N * C * C, op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C));
         AttnArgs aa = model_attn_args(m, l, B, Tp, la->logbias);
         int value_gated = model_reads_gated(m);
@@ -649,6 +679,7 @@ void model_backward(Model *m) {
                              value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
                              la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
         }
+        if (gl->attn_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_b, a->dqkv, N, 3 * C));
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
                          la->ln1_rstd, N, C));

@@ -27,7 +27,8 @@ typedef enum {
     ROLE_SINK_LOGIT,    /* b_h of the phantom */
     ROLE_GATE_TAU,      /* norm-gate threshold tau_h */
     ROLE_GATE_DIR,      /* projection-gate direction w_h */
-    ROLE_GATE_BIAS      /* projection-gate bias b_h */
+    ROLE_GATE_BIAS,     /* projection-gate bias b_h */
+    ROLE_LINEAR_BIAS    /* a linear layer's bias (linear_bias) */
 } TensorRole;
 
 typedef struct {
@@ -46,6 +47,7 @@ typedef struct {
 typedef struct {
     real *ln1_w, *ln1_b, *attn_w, *sink, *tau, *gate_w, *gate_b, *attn_proj;
     real *ln2_w, *ln2_b, *fc_w, *fc_proj;
+    real *attn_b, *attn_proj_b, *fc_b, *fc_proj_b; /* linear_bias, else NULL */
 } LayerTensors;
 
 typedef struct {
@@ -185,6 +187,11 @@ void model_zero_grad(Model *m);
 GateParams model_gate_params(const Model *m, int l);
 int model_reads_gated(const Model *m);
 AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbias);
+/* The rest of a layer that every caller shares: out[M, N] = inp W^T + b
+ * for one of the layer's linear layers (w and b from LayerTensors, b NULL
+ * without linear_bias), and the MLP's activation (erf or tanh GELU). */
+void model_linear(real *out, const real *inp, const real *w, const real *b, int M, int K, int N);
+void model_gelu(const Model *m, real *out, const real *inp, long n);
 
 /* Logits [B*T, V] (unpadded) for tests and sampling. */
 void model_logits(Model *m, const int32_t *inputs, int B, real *logits);

@@ -3,7 +3,9 @@
  * token included) through the whole model: embeddings, every op, the fused
  * classifier.  Central differences with h = 1e-6 have truncation error
  * ~h^2 and rounding ~1e-16/h, so agreement to 1e-6 relative is expected; a
- * missing or wrong term shows up as an O(1) error. */
+ * missing or wrong term shows up as an O(1) error.  Every arm again as GPT-2
+ * is built (imported models): LayerNorm and linear-layer biases and the tanh
+ * GELU. */
 #include <math.h>
 
 #include "check.h"
@@ -15,8 +17,9 @@ static double loss_at(Model *m, const int32_t *in, const int32_t *tg) {
     return model_forward(m, in, tg, B, 0, 0) / (B * m->T);
 }
 
-static void check_arm(const char *arm, int ln_bias) {
+static void check_arm(const char *arm, int ln_bias, int gpt2) {
     Config c = tiny_config(arm, ln_bias);
+    c.linear_bias = c.gelu_tanh = gpt2;
     Model m;
     char err[256];
     if (model_build(&m, &c, err, sizeof err)) {
@@ -49,24 +52,25 @@ static void check_arm(const char *arm, int ln_bias) {
             double fd = (fp - fm) / (2 * h), an = m.grads[t->offset + j];
             double e = fabs(fd - an) / (1e-9 + 1e-6 * fabs(fd));
             if (e > terr) terr = e;
-            CHECK(e <= 1, "%s%s %s[%ld]: analytic %.12g finite difference %.12g", arm,
-                  ln_bias ? "+ln_bias" : "", t->name, j, an, fd);
+            CHECK(e <= 1, "%s%s%s %s[%ld]: analytic %.12g finite difference %.12g", arm,
+                  ln_bias ? "+ln_bias" : "", gpt2 ? "+gpt2" : "", t->name, j, an, fd);
         }
         if (terr > worst) {
             worst = terr;
             worst_name = t->name;
         }
     }
-    printf("gradcheck %-10s ln_bias=%d: %d tensors, worst error %.3g of tolerance (%s)\n", arm,
-           ln_bias, m.n_tensors, worst, worst_name);
+    printf("gradcheck %-10s ln_bias=%d gpt2=%d: %d tensors, worst error %.3g of tolerance (%s)\n", arm,
+           ln_bias, gpt2, m.n_tensors, worst, worst_name);
     model_free(&m);
 }
 
 int main(void) {
     check_name = "gradcheck";
-    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 0);
-    check_arm("baseline", 1);
-    check_arm("combo2", 1);
-    check_arm("sinktoken", 1);
+    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 0, 0);
+    check_arm("baseline", 1, 0);
+    check_arm("combo2", 1, 0);
+    check_arm("sinktoken", 1, 0);
+    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 1, 1);
     return check_finish();
 }

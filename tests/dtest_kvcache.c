@@ -25,10 +25,11 @@ static double compare(const real *a, const real *b, int n) {
     return diff / scale;
 }
 
-static void test_arm(const char *arm) {
+static void test_arm(const char *arm, int gpt2) {
     char err[256];
     Config c = tiny_config(arm, 1);
     c.block_size = T;
+    c.linear_bias = c.gelu_tanh = gpt2; /* GPT-2's form, as `sgtrain import` builds it */
     Model m;
     CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s: %s", arm, err);
     tiny_randomize(&m, 31);
@@ -66,6 +67,7 @@ static void test_arm(const char *arm) {
 
 int main(void) {
     check_name = "dtest_kvcache";
-    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name);
+    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, 0);
+    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, 1);
     return check_finish();
 }

@@ -134,6 +134,57 @@ static void gelu_ops(void) {
     printf("  op_gelu_fwd %.2f ulp, op_gelu_bwd %.2f ulp of |Phi| + |x phi| (x in [-10, 10])\n", wf, wb);
 }
 
+/* The tanh form against long double's tanh on the same grid:
+ * gelu(x) = x s, s = (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3);
+ * gelu' = s + x (1 - tanh^2 u) / 2 * du/dx.  The bound is set by float's
+ * rounding of u itself: a relative error of k ulp in u moves s by
+ * s (1 - s) 2|u| k ulps, large where |u| is (s tiny for x << 0, where gelu
+ * is -|x| e^-2|u|, so a relative error of a few |u| ulp is the best float
+ * can do there). */
+static void gelu_tanh_ops(void) {
+    enum { N = 200001 };
+    static real x[N], y[N], d[N], one[N];
+    for (int i = 0; i < N; i++) x[i] = (real)(-10.0 + 20.0 * i / (N - 1)), one[i] = 1;
+    op_gelu_tanh_fwd(y, x, N);
+    op_gelu_tanh_bwd(d, x, one, N);
+    double wf = 0, wb = 0, wfx = 0;
+    for (int i = 0; i < N; i++) {
+        long double xd = x[i], c = sqrtl(2.0L / 3.14159265358979323846264338327950288L);
+        /* (1 + tanh u) / 2 as 1 / (1 + e^-2u) and 1 - tanh^2 u as 1 / cosh^2 u:
+         * in long double, (1 + tanhl(u)) would cancel for u << 0 */
+        long double u = c * (xd + 0.044715L * xd * xd * xd), s = 1 / (1 + expl(-2 * u)), ch = coshl(u);
+        long double sech2 = 1 / (ch * ch), g = xd * s, dg = s + xd * sech2 / 2 * c * (1 + 3 * 0.044715L * xd * xd);
+        /* ulps: 4, plus u's own error of up to 3 ulp (x^3, the sum and the
+         * product each round) carried through s, which moves by s (1 - s) 2 du */
+        double allow = 4 + 6 * fabs((double)u) * (double)(1 - s);
+        /* below 1e-30, near where exp(-2|u|) leaves float's normal range
+         * (x < -9.5), an absolute 1e-30 (PyTorch's float tanh form is 0 from
+         * x < -3.6 on, where tanh u rounds to -1) */
+        double e = fabsl(g) >= 1e-30 ? ulps(y[i], (double)g) / allow : fabs(y[i] - (double)g) / 1e-30;
+        if (!(e <= wf)) wf = e, wfx = xd;
+        double scale = fabs((double)s) + fabs((double)(xd * sech2 / 2 * c * (1 + 3 * 0.044715L * xd * xd)));
+        scale = fmax(scale, 1e-30 / 0x1p-24);
+        e = fabs(d[i] - (double)dg) / (scale * 0x1p-24) / (allow + 4);
+        if (!(e <= wb)) wb = e;
+    }
+    CHECK(wf <= 1, "op_gelu_tanh_fwd: worst %.2f of the bound (x = %.9g)", wf, wfx);
+    CHECK(wb <= 1, "op_gelu_tanh_bwd: worst %.2f of the bound", wb);
+    printf("  op_gelu_tanh_fwd %.2f, op_gelu_tanh_bwd %.2f of their bounds (x in [-10, 10])\n", wf, wb);
+    /* hand values: gelu_tanh(1) = 0.8411919906082768, (-1) = -0.1588080093917232,
+     * (3) = 2.996362607918227; the inf - inf of a huge x is not made */
+    const double hx[3] = {1, -1, 3}, hv[3] = {0.8411919906082768, -0.15880800939172324, 2.996362607918227};
+    for (int i = 0; i < 3; i++) {
+        real in = (real)hx[i], g;
+        op_gelu_tanh_fwd(&g, &in, 1);
+        CHECK(fabs(g - hv[i]) <= 4e-7 * fabs(hv[i]), "gelu_tanh(%g) = %.9g, want %.17g", hx[i], g, hv[i]);
+    }
+    real big[2] = {(real)3e38, (real)-3e38}, gb[2], db[2], ones[2] = {1, 1};
+    op_gelu_tanh_fwd(gb, big, 2);
+    op_gelu_tanh_bwd(db, big, ones, 2);
+    CHECK(gb[0] == big[0] && gb[1] == 0 && db[0] == 1 && db[1] == 0, "gelu_tanh(+-3e38) = %g %g, slopes %g %g", gb[0],
+          gb[1], db[0], db[1]);
+}
+
 /* Phi(x) from normal tables; gelu(x) = x Phi(x), gelu'(x) = Phi + x phi */
 static void hand_values(void) {
     static const struct {
@@ -181,6 +232,7 @@ int main(void) {
     check_name = "test_vmath";
     accuracy();
     gelu_ops();
+    gelu_tanh_ops();
     hand_values();
     specials();
     return check_finish();

@@ -45,6 +45,7 @@ static inline void tiny_randomize(Model *m, uint64_t seed) {
             case ROLE_GATE_TAU: p[j] = (real)(0.8 + 0.4 * u); break;
             case ROLE_GATE_DIR: p[j] = (real)(0.5 * n); break;
             case ROLE_GATE_BIAS: p[j] = (real)(u - 0.5); break;
+            case ROLE_LINEAR_BIAS: p[j] = (real)(0.3 * n); break;
             }
         }
     }
