@@ -12,6 +12,7 @@
 #include "dist.h"
 #include "eval.h"
 #include "generate.h"
+#include "import_gpt2.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "sampler.h"
@@ -39,6 +40,9 @@ static void usage(FILE *f) {
             "                                     zero-shot evaluation (Tables 10-11) -> RUN_DIR/analysis/TASK.json\n"
             "  sgtrain generate RUN_DIR|CHECKPOINT [--prompt TEXT] [flags]\n"
             "                                     text sampled from the model with a key-value cache\n"
+            "  sgtrain import HF_DIR --out FILE.safetensors\n"
+            "                                     a Hugging Face GPT-2 checkpoint as a sinkgate model file,\n"
+            "                                     for analyze, zeroshot and generate (Table 12's survey)\n"
             "  sgtrain grads [the train flags] -o FILE.safetensors\n"
             "                                     the gradients of step 0's first micro-batch and its loss\n"
             "                                     (compares backends: tests/gpu/run.sh)\n"
@@ -252,6 +256,22 @@ static int cmd_export(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_import(int argc, char **argv) {
+    if (want_help(argc, argv)) {
+        import_usage();
+        return 0;
+    }
+    ImportOpts o;
+    char err[2048];
+    if (import_parse_args(&o, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "sgtrain import: %s\n", err);
+        return 2;
+    }
+    int rc = import_gpt2(&o, err, sizeof err);
+    if (rc) fprintf(stderr, "sgtrain import: %s\n", err);
+    return rc;
+}
+
 static int cmd_zeroshot(int argc, char **argv) {
     if (want_help(argc, argv)) {
         zs_usage();
@@ -333,6 +353,7 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
+    if (!strcmp(cmd, "import")) return cmd_import(sub_argc, sub_argv);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(sub_argc, sub_argv);
     if (!strcmp(cmd, "zeroshot")) return cmd_zeroshot(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);

@@ -535,7 +535,8 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
             /* layers after the first got ln1 from the previous layer's residual add */
             if (l == 0)
                 PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
-            PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, model_linear(la->qkv, la->ln1, lt->attn_w, lt->attn_b, N, C, 3 * C));
+            PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
+            if (lt->attn_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->qkv, lt->attn_b, N, 3 * C));
         }
         if (hk && hk->values) hk->values(hk->ctx, m, l, B);
         if (m->arm->filter != FILTER_NONE) {
@@ -546,13 +547,17 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
         if (!(hk && hk->attention && hk->attention(hk->ctx, m, l, B, &aa, values_read(m, la))))
             PROF(PROF_ATTENTION, attn_flops(m, B, 4), op_attention_fwd(la->atty, la->lse, la->qkv, la->qkv + C, values_read(m, la), &aa));
         /* each residual add is fused with the LayerNorm that reads its sum */
-        PROF(PROF_MATMUL, 2.0 * N * C * C, model_linear(la->res1, la->atty, lt->attn_proj, lt->attn_proj_b, N, C, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
+        if (lt->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->res1, lt->attn_proj_b, N, C));
         PROF(PROF_LAYERNORM, 0,
              op_residual_layernorm_fwd(la->res1, la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, x, lt->ln2_w,
                                        lt->ln2_b, N, C));
-        PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, model_linear(la->fch, la->ln2, lt->fc_w, lt->fc_b, N, C, 4 * C));
-        PROF(PROF_POINTWISE, 0, model_gelu(m, la->fch_gelu, la->fch, (long)N * 4 * C));
-        PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, model_linear(la->res2, la->fch_gelu, lt->fc_proj, lt->fc_proj_b, N, 4 * C, C));
+        PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C));
+        if (lt->fc_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->fch, lt->fc_b, N, 4 * C));
+        if (m->cfg.gelu_tanh) PROF(PROF_POINTWISE, 0, op_gelu_tanh_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
+        else PROF(PROF_POINTWISE, 0, op_gelu_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
+        PROF(PROF_MATMUL, 2.0 * N * 4 * C * C, op_matmul_fwd(la->res2, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
+        if (lt->fc_proj_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->res2, lt->fc_proj_b, N, C));
         if (l + 1 < m->L) {
             LayerActs *nx = &a->layer[l + 1];
             const LayerTensors *nt = &m->p.layer[l + 1];

@@ -1,5 +1,6 @@
 #include "model_io.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,85 @@ int ckpt_saved_config(const CkptMeta *meta, const char *path, Config *cfg, char 
     return 0;
 }
 
+/* A whole number in decimal digits alone, within 64 bits. */
+static int parse_u64(const char *s, unsigned long long *v) {
+    if (!*s || strspn(s, "0123456789") != strlen(s)) return -1;
+    errno = 0;
+    *v = strtoull(s, NULL, 10);
+    return errno ? -1 : 0;
+}
+
+/* A safetensors file in sinkgate's own layout (`sgtrain export`, `sgtrain
+ * import`): the config from its metadata, checked as a checkpoint's is, and
+ * exactly the model's tensors.  AdamW's moments start at zero. */
+static int model_from_st(Model *m, Config *cfg, long *step, const char *path, char *err, size_t errlen) {
+    StFile f;
+    char serr[1024];
+    if (st_open(&f, path, serr, sizeof serr))
+        return sg_fail(err, errlen, "%s: not a sinkgate checkpoint (no SGCKPT magic) nor a safetensors file (%s)",
+                       path, serr);
+    int rc = -1, built = 0;
+    const char *fmt = st_meta(&f, "format"), *yaml = st_meta(&f, "config"), *arm = st_meta(&f, "arm"),
+               *seed = st_meta(&f, "seed"), *stp = st_meta(&f, "step");
+    if (!fmt || strcmp(fmt, "sinkgate")) {
+        sg_fail(err, errlen, "%s: a safetensors file without sinkgate's metadata (format: sinkgate); a "
+                "Hugging Face GPT-2 model is converted first with `sgtrain import`", path);
+        goto out;
+    }
+    if (!yaml || !arm || !seed || !stp) {
+        sg_fail(err, errlen, "%s: sinkgate metadata without its %s", path,
+                !yaml ? "config" : !arm ? "arm" : !seed ? "seed" : "step");
+        goto out;
+    }
+    unsigned long long sd, st;
+    if (parse_u64(seed, &sd) || parse_u64(stp, &st)) {
+        sg_fail(err, errlen, "%s: metadata seed '%s' and step '%s' are not both whole numbers", path, seed, stp);
+        goto out;
+    }
+    CkptMeta meta = {.seed = sd, .step = st, .config_yaml = (char *)yaml, .config_len = strlen(yaml)};
+    snprintf(meta.arm, sizeof meta.arm, "%s", arm);
+    if (strlen(arm) >= sizeof meta.arm) {
+        sg_fail(err, errlen, "%s: metadata arm '%.40s...' is too long", path, arm);
+        goto out;
+    }
+    if (ckpt_saved_config(&meta, path, cfg, err, errlen)) goto out;
+    if (model_build(m, cfg, err, errlen)) goto out;
+    built = 1;
+    if (st_count(&f) != m->n_tensors) {
+        /* every model tensor is read below; a surplus means another model */
+        for (int i = 0; i < st_count(&f); i++)
+            if (!model_tensor(m, st_at(&f, i)->name)) {
+                sg_fail(err, errlen, "%s: tensor '%s' is not part of the model its config describes", path,
+                        st_at(&f, i)->name);
+                goto out;
+            }
+    }
+    if (model_load_st(m, &f, "", err, errlen)) goto out;
+    *step = (long)st;
+    rc = 0;
+out:
+    if (rc && built) model_free(m);
+    st_close(&f);
+    return rc;
+}
+
 int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, char *err,
                           size_t errlen) {
     char path[4096];
     struct stat st;
     if (stat(src, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/checkpoint.bin", src);
     else snprintf(path, sizeof path, "%s", src);
+    /* a checkpoint starts with its magic; a regular file of 8 bytes or more
+     * without it may be safetensors (shorter ones and the rest get the
+     * checkpoint reader's message) */
+    FILE *fp = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+    if (fp) {
+        char magic[8];
+        size_t got = fread(magic, 1, sizeof magic, fp);
+        fclose(fp);
+        if (got == sizeof magic && memcmp(magic, CKPT_MAGIC, sizeof magic))
+            return model_from_st(m, cfg, step, path, err, errlen);
+    }
     CkptMeta meta;
     if (ckpt_read_meta(path, &meta, err, errlen)) return -1;
     int rc = -1;
@@ -67,39 +141,46 @@ out:
     return rc;
 }
 
-int export_safetensors(const char *src, const char *out, char *err, size_t errlen) {
-    Model m;
-    Config cfg;
-    long step;
-    if (model_from_checkpoint(&m, &cfg, &step, src, err, errlen)) return -1;
+int model_write_st(const Model *m, const real *h_params, const Config *cfg, long step, const char *source,
+                   const char *out, char *err, size_t errlen) {
     StWriter *w = stw_new();
     int rc = -1;
-    for (int i = 0; i < m.n_tensors; i++) {
-        const TensorInfo *t = &m.tensors[i];
+    for (int i = 0; i < m->n_tensors; i++) {
+        const TensorInfo *t = &m->tensors[i];
         int64_t shape[2] = {t->shape[0], t->shape[1]};
         /* wte's padded rows follow its V real rows, so the first V*C
          * elements are exactly the unpadded matrix. */
-        if (stw_add(w, t->name, st_real_dtype(), t->ndim, shape, m.h_params + t->offset, 0, err, errlen))
+        if (stw_add(w, t->name, st_real_dtype(), t->ndim, shape, h_params + t->offset, 0, err, errlen))
             goto out;
     }
     char num[64], *yaml = NULL;
     snprintf(num, sizeof num, "%ld", step);
-    if (config_to_yaml_string(&cfg, &yaml)) {
+    if (config_to_yaml_string(cfg, &yaml)) {
         snprintf(err, errlen, "cannot serialise the config");
         goto out;
     }
     int bad = stw_add_meta(w, "format", "sinkgate", err, errlen) ||
-              stw_add_meta(w, "arm", cfg.arm, err, errlen) ||
-              stw_add_meta(w, "tier", cfg.tier, err, errlen) ||
+              stw_add_meta(w, "arm", cfg->arm, err, errlen) ||
+              stw_add_meta(w, "tier", cfg->tier, err, errlen) ||
               stw_add_meta(w, "step", num, err, errlen) ||
-              stw_add_meta(w, "config", yaml, err, errlen);
-    snprintf(num, sizeof num, "%ld", cfg.seed);
+              stw_add_meta(w, "config", yaml, err, errlen) ||
+              (source && stw_add_meta(w, "source", source, err, errlen));
+    snprintf(num, sizeof num, "%ld", cfg->seed);
     bad = bad || stw_add_meta(w, "seed", num, err, errlen);
     free(yaml);
     if (bad) goto out;
     rc = stw_write(w, out, err, errlen);
 out:
     stw_free(w);
+    return rc;
+}
+
+int export_safetensors(const char *src, const char *out, char *err, size_t errlen) {
+    Model m;
+    Config cfg;
+    long step;
+    if (model_from_checkpoint(&m, &cfg, &step, src, err, errlen)) return -1;
+    int rc = model_write_st(&m, m.h_params, &cfg, step, NULL, out, err, errlen);
     model_free(&m);
     return rc;
 }

@@ -22,9 +22,19 @@ int ckpt_saved_config(const CkptMeta *meta, const char *path, Config *cfg, char 
 
 /* Builds the model a checkpoint (a file, or a run directory holding
  * checkpoint.bin) describes and loads its parameters.  cfg receives the
- * checkpoint's config, step its step. */
+ * checkpoint's config, step its step.  A file that is not a checkpoint may
+ * be a safetensors file in sinkgate's layout (`sgtrain export`, `sgtrain
+ * import`): its metadata's config, then exactly its tensors; AdamW's
+ * moments are zero then. */
 int model_from_checkpoint(Model *m, Config *cfg, long *step, const char *src, char *err,
                           size_t errlen);
+
+/* Writes m's tensors (values h_params, laid out as m's table: m may come
+ * from model_describe) as a safetensors file with sinkgate's metadata:
+ * format, arm, tier, step, seed, the resolved config, and source when not
+ * NULL.  Atomic. */
+int model_write_st(const Model *m, const real *h_params, const Config *cfg, long step, const char *source,
+                   const char *out, char *err, size_t errlen);
 
 /* `sgtrain export`: checkpoint -> safetensors (float32, wte unpadded), with
  * the resolved config, arm, tier, seed and step in __metadata__. */

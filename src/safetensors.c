@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,12 +488,30 @@ const char *st_meta(const StFile *f, const char *key) {
     return NULL;
 }
 
+/* IEEE half precision to float, exactly (every half is a float): the
+ * exponent rebased from 15 to 127, subnormals scaled, inf and NaN kept. */
+static float half_to_float(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, frac = h & 0x3ff;
+    float v;
+    if (e == 0) v = ldexpf((float)frac, -24); /* zero and subnormals: frac * 2^-24 */
+    else if (e == 31) v = frac ? NAN : INFINITY;
+    else {
+        uint32_t bits = ((e + 112) << 23) | (frac << 13);
+        memcpy(&v, &bits, 4);
+    }
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    b |= sign;
+    memcpy(&v, &b, 4);
+    return v;
+}
+
 int st_read_real(const StFile *f, const char *name, int ndim, const int64_t *shape, real *out,
                  char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t) return sg_fail(err, errlen, "%s: no tensor \"%s\"", f->path, name);
-    if (t->dtype != ST_F32 && t->dtype != ST_F64)
-        return sg_fail(err, errlen, "%s: tensor \"%s\" is %s, expected F32 or F64", f->path, name,
+    if (t->dtype != ST_F32 && t->dtype != ST_F64 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return sg_fail(err, errlen, "%s: tensor \"%s\" is %s, expected F32, F64, F16 or BF16", f->path, name,
                     st_dtype_name(t->dtype));
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -510,10 +529,20 @@ int st_read_real(const StFile *f, const char *name, int ndim, const int64_t *sha
             float x;
             memcpy(&x, src + 4 * i, 4);
             out[i] = (real)x;
-        } else {
+        } else if (t->dtype == ST_F64) {
             double x;
             memcpy(&x, src + 8 * i, 8);
             out[i] = (real)x;
+        } else {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            if (t->dtype == ST_F16) out[i] = (real)half_to_float(h);
+            else { /* bf16: the high half of a float */
+                uint32_t b = (uint32_t)h << 16;
+                float x;
+                memcpy(&x, &b, 4);
+                out[i] = (real)x;
+            }
         }
     }
     return 0;

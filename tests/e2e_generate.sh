@@ -39,7 +39,7 @@ G() { "$SG" generate "$@" --vocab "$V" --quiet; }
 P="The cat sat"
 
 # --- every arm against the reference ----------------------------------------------
-for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2; do
+for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2 baseline+gpt2 combo2+gpt2; do
     d=$W/$arm
     "$MK" --write-ckpt "$d" $arm "$W/data"
     "$SG" export "$d" -o "$d/model.safetensors" 2>/dev/null

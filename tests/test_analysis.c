@@ -14,7 +14,9 @@
  * `test_analysis --write-ckpt DIR ARM DATA_DIR [BLOCK_SIZE]` writes a small
  * checkpoint whose parameters exercise every mechanism (tests/tiny.h), for
  * the end-to-end tests and the NumPy references (tests/e2e_analysis.sh,
- * tests/e2e_generate.sh); its context is 16 tokens unless BLOCK_SIZE says. */
+ * tests/e2e_generate.sh); its context is 16 tokens unless BLOCK_SIZE says.
+ * ARM+gpt2 (baseline+gpt2, combo2+gpt2) builds the arm in GPT-2's form, as
+ * `sgtrain import` does: LayerNorm and linear biases, the tanh GELU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,14 +465,19 @@ static void test_model(const char *arm) {
 
 /* ---- a checkpoint for the end-to-end test ----------------------------------- */
 
-static int write_ckpt(const char *dir, const char *arm, const char *data, int block_size) {
-    char err[1024];
+static int write_ckpt(const char *dir, const char *arm_arg, const char *data, int block_size) {
+    char err[1024], arm[64];
+    snprintf(arm, sizeof arm, "%s", arm_arg);
+    char *plus = strstr(arm, "+gpt2");
+    const int gpt2 = plus != NULL;
+    if (plus) *plus = 0;
     ShardSet ds;
     if (shardset_open(&ds, data, 0, 16, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    Config cfg = tiny_config(arm, 0);
+    Config cfg = tiny_config(arm, gpt2);
+    cfg.linear_bias = cfg.gelu_tanh = gpt2;
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = block_size;
     cfg.vocab_size = (int)ds.vocab_size;
     cfg.iters = 100; /* the header's step below: a checkpoint's step is at most its iters */
@@ -482,7 +489,7 @@ static int write_ckpt(const char *dir, const char *arm, const char *data, int bl
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    tiny_randomize(&m, rng_hash_str(arm));
+    tiny_randomize(&m, rng_hash_str(arm_arg));
     char *yaml = NULL, path[2048];
     config_to_yaml_string(&cfg, &yaml);
     CkptMeta meta = {{0}, 100, (uint64_t)cfg.seed, yaml, strlen(yaml), (uint64_t)m.n_params, sizeof(real)};

@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 37, "37 fields, got %d", n);
+    CHECK(n == 39, "39 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -77,6 +77,7 @@ static void test_fields(void) {
     CHECK(config_field("iters")->type == CF_LONG, "iters long");
     CHECK(config_field("lr")->type == CF_DOUBLE, "lr double");
     CHECK(config_field("ln_bias")->type == CF_BOOL, "ln_bias bool");
+    CHECK(config_field("linear_bias")->type == CF_BOOL && config_field("gelu_tanh")->type == CF_BOOL, "linear_bias, gelu_tanh bool");
     CHECK(config_field("out")->type == CF_PATH, "out path");
     CHECK(config_field("arm")->type == CF_STR, "arm str");
     CHECK(config_field("n_embd")->offset == offsetof(Config, n_embd), "n_embd offset");
@@ -97,6 +98,7 @@ static void test_fields(void) {
 static void check_common(const Config *c, const char *tier) {
     CHECK(strcmp(c->arm, "baseline") == 0, "%s arm", tier);
     CHECK(c->ln_bias == 0, "%s ln_bias", tier);
+    CHECK(c->linear_bias == 0 && c->gelu_tanh == 0, "%s: no linear biases, the erf GELU (the study's model)", tier);
     CHECK(c->gate_beta == 8 && c->init_std == 0.02, "%s gate_beta/init_std", tier);
     CHECK(c->seed == 0, "%s seed", tier);
     CHECK(c->lr == 6e-4 && c->lr_min == 6e-5, "%s lr", tier);

@@ -98,9 +98,42 @@ static void test_roundtrip(void) {
     CHECK(st_read_real(&f, "f32", 1, s23, r, err, sizeof err) != 0 && has(err, "expected [2]"),
           "rank check: %s", err);
     CHECK(st_read_real(&f, "i32", 2, s22, r, err, sizeof err) != 0 &&
-              has(err, "is I32, expected F32 or F64"), "dtype check: %s", err);
+              has(err, "is I32, expected F32, F64, F16 or BF16"), "dtype check: %s", err);
     CHECK(st_read_real(&f, "nope", 1, s4, r, err, sizeof err) != 0 && has(err, "no tensor \"nope\""),
           "missing: %s", err);
+    st_close(&f);
+}
+
+/* F16 and BF16 tensors (Hugging Face checkpoints are often stored so) read
+ * as the values their bits encode, by hand: F16 1, -2, 2^-24 (the smallest
+ * subnormal), 65504 (the largest finite), 2^-14 (the smallest normal),
+ * -0, inf; BF16 1, 3.140625, -2^-126, 1.5 * 2^100. */
+static void test_half_types(void) {
+    char err[512];
+    const uint16_t f16[7] = {0x3C00, 0xC000, 0x0001, 0x7BFF, 0x0400, 0x8000, 0x7C00};
+    const uint16_t bf16[4] = {0x3F80, 0x4049, 0x8080, 0x71C0};
+    StWriter *w = stw_new();
+    int64_t s7[1] = {7}, s4[1] = {4};
+    int rc = stw_add(w, "h", ST_F16, 1, s7, f16, 1, err, sizeof err) ||
+             stw_add(w, "b", ST_BF16, 1, s4, bf16, 1, err, sizeof err) || stw_write(w, P("half.safetensors"), err, sizeof err);
+    stw_free(w);
+    CHECK(rc == 0, "write F16/BF16: %s", err);
+    StFile f;
+    if (st_open(&f, P("half.safetensors"), err, sizeof err)) {
+        CHECK(0, "open: %s", err);
+        return;
+    }
+    real r[7];
+    const double want_h[7] = {1, -2, 5.9604644775390625e-08, 65504, 6.103515625e-05, 0, INFINITY};
+    rc = st_read_real(&f, "h", 1, s7, r, err, sizeof err);
+    int same = rc == 0;
+    for (int i = 0; i < 7; i++) same &= (double)r[i] == want_h[i];
+    CHECK(same && signbit(r[5]), "F16: %s %g %g %g %g %g %g %g", err, r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
+    const double want_b[4] = {1, 3.140625, -1.1754943508222875e-38, 1.901475900342344e+30};
+    rc = st_read_real(&f, "b", 1, s4, r, err, sizeof err);
+    same = rc == 0;
+    for (int i = 0; i < 4; i++) same &= (double)r[i] == want_b[i];
+    CHECK(same, "BF16: %s %g %g %g %g", err, r[0], r[1], r[2], r[3]);
     st_close(&f);
 }
 
@@ -299,6 +332,7 @@ int main(void) {
     if (make_tmpdir("st")) return 1;
     test_roundtrip();
     test_exact_bytes();
+    test_half_types();
     test_corrupt();
     test_fuzz();
     rm_rf(tmpdir);

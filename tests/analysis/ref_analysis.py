@@ -167,6 +167,9 @@ class Model:
         self.phantom = self.zero.startswith("phantom")
         self.gated = self.gate != "none"
         self.seed = 1   # the analysis --seed (junk draws, shuffles), set per setup
+        # GPT-2's form (sgtrain import): the tanh GELU; linear biases are
+        # read where the file has them (P.get below)
+        self.gelu_tanh = c.get("gelu_tanh", "false") == "true"
 
     def phantom_logit(self, l):
         if self.zero == "phantom_learned":
@@ -195,6 +198,18 @@ def gelu(x):
     """Exact GELU 0.5 x (1 + erf(x / sqrt 2))."""
     erf = np.vectorize(math.erf)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    """GPT-2's GELU 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def linear(x, P, name):
+    """x W^T + b, the bias where the model has one (linear_bias)."""
+    y = x @ P[name + ".weight"].T
+    b = P.get(name + ".bias")
+    return y + b if b is not None else y
 
 
 def sigmoid(z):
@@ -313,7 +328,7 @@ def forward(m, inp, corrupt=None, override=None, n=0, record=None):
     for l in range(m.L):
         a = f"h.{l}."
         hx = layer_norm(x, P[a + "ln_1.weight"], P.get(a + "ln_1.bias"))
-        qkv = hx @ P[a + "attn.c_attn.weight"].T
+        qkv = linear(hx, P, a + "attn.c_attn")
         q, k, v = (qkv[..., i * m.C:(i + 1) * m.C].reshape(B, S, m.H, m.d).transpose(0, 2, 1, 3)
                    for i in range(3))
         if corrupt is not None:
@@ -325,9 +340,10 @@ def forward(m, inp, corrupt=None, override=None, n=0, record=None):
         else:
             y = attention_probe(m, q, k, v, l, override, n)
         y = y.transpose(0, 2, 1, 3).reshape(B, S, m.C)
-        x = x + y @ P[a + "attn.c_proj.weight"].T
+        x = x + linear(y, P, a + "attn.c_proj")
         hx = layer_norm(x, P[a + "ln_2.weight"], P.get(a + "ln_2.bias"))
-        x = x + gelu(hx @ P[a + "mlp.c_fc.weight"].T) @ P[a + "mlp.c_proj.weight"].T
+        act = gelu_tanh if m.gelu_tanh else gelu
+        x = x + linear(act(linear(hx, P, a + "mlp.c_fc")), P, a + "mlp.c_proj")
     x = x[:, m.first:]
     x = layer_norm(x, P["ln_f.weight"], P.get("ln_f.bias"))
     return x @ P["wte"].T

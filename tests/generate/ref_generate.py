@@ -170,9 +170,10 @@ def round_products_bf16(model):
     for k in model.p:
         if k == "wte" or (k.endswith(".weight") and (".attn.c_" in k or ".mlp." in k)):
             model.p[k] = bf16(model.p[k])
-    ln, gelu = ref_analysis.layer_norm, ref_analysis.gelu
+    ln, gelu, gelu_tanh = ref_analysis.layer_norm, ref_analysis.gelu, ref_analysis.gelu_tanh
     ref_analysis.layer_norm = lambda x, w, b: bf16(ln(x, w, b))
     ref_analysis.gelu = lambda x: bf16(gelu(x))
+    ref_analysis.gelu_tanh = lambda x: bf16(gelu_tanh(x))
 
 
 def main():
