@@ -282,17 +282,28 @@ int import_gpt2(const ImportOpts *o, char *err, size_t errlen) {
     if (read_hf_config(cfg_path, &c, err, errlen)) return 2;
     Model m;
     if (model_describe(&m, &c, err, errlen)) return 2;
-    real *params = calloc((size_t)m.n_params, sizeof(real));
-    if (!params) {
-        model_free(&m);
-        return sg_fail(err, errlen, "out of memory for %ld parameters", m.n_params), 1;
-    }
     StFile f;
-    int rc = 2;
+    real *params = NULL;
+    int rc = 2, open = 0;
     if (st_open(&f, st_path, err, errlen)) goto out;
-    int bad = load_tensors(&m, &f, params, err, errlen);
+    open = 1;
+    /* a file too small for the model config.json describes is refused
+     * before that model's memory is asked for */
+    uint64_t held = 0;
+    for (int i = 0; i < st_count(&f); i++) held += st_at(&f, i)->numel;
+    if (held < (uint64_t)model_count_params(&m)) {
+        sg_fail(err, errlen, "%s: holds %llu values, fewer than the %ld parameters of the model config.json "
+                "describes", st_path, (unsigned long long)held, model_count_params(&m));
+        goto out;
+    }
+    if (!(params = calloc((size_t)m.n_params, sizeof(real)))) {
+        sg_fail(err, errlen, "out of memory for %ld parameters", m.n_params);
+        rc = 1;
+        goto out;
+    }
+    if (load_tensors(&m, &f, params, err, errlen)) goto out;
     st_close(&f);
-    if (bad) goto out;
+    open = 0;
     for (long i = 0; i < m.n_params; i++)
         if (!isfinite(params[i])) {
             sg_fail(err, errlen, "%s: holds a value that is not finite", st_path);
@@ -308,6 +319,7 @@ int import_gpt2(const ImportOpts *o, char *err, size_t errlen) {
                 c.gelu_tanh ? "tanh" : "erf");
     rc = 0;
 out:
+    if (open) st_close(&f);
     free(params);
     model_free(&m);
     return rc;

@@ -51,6 +51,8 @@ static void usage(FILE *f) {
             "  sgtrain arms  [--tier NAME]        the arms and their parameter cost (Table 4)\n"
             "  sgtrain help | --help | --version\n"
             "\n"
+            "CHECKPOINT: a checkpoint file, or a model file in sinkgate's safetensors layout (what\n"
+            "export and import write).\n"
             "`sgtrain train --help` lists every KEY.  Exit status of train: 0 done (or already\n"
             "done), 1 failed (non-finite loss, I/O), 2 bad input, 75 interrupted by\n"
             "SIGUSR1/SIGTERM with a checkpoint saved (rerun the same command to resume).\n");

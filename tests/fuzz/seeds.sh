@@ -27,6 +27,15 @@ for arm in baseline combo2; do
     cp "$work/run-$arm/config.yaml" "$OUT/config/run-$arm.yaml"
 done
 "$B/sgtrain" analyze "$work/run-combo2" --threads 1 >/dev/null 2>&1 || true
+# a model file is a model source too
+cp "$OUT/safetensors/combo2.safetensors" "$OUT/checkpoint/combo2.safetensors"
+# import: a u32 length, config.json, model.safetensors (fuzz_import.c)
+for v in hub saved; do
+    fx=tests/fixtures/hf_gpt2/$v
+    python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<I", int(sys.argv[1])))' \
+        "$(stat -c %s "$fx/config.json")" >"$OUT/import/$v"
+    cat "$fx/config.json" "$fx/model.safetensors" >>"$OUT/import/$v"
+done
 cp "$work/data/val.bin" "$OUT/shard/val.bin"
 cp "$work/data/train_000.bin" "$OUT/shard/train.bin"
 
