@@ -22,6 +22,9 @@
 #  5b. `sgtrain generate` against PyTorch with a hand-written key-value cache
 #     and nanoGPT's cacheless generate (tests/bench/bench_generate.sh,
 #     tests/bench/torch_generate.py): greedy tokens/s at 10M and 124M.
+#  5c. Table 12's incidence survey on a GPT-2 124M imported with `sgtrain
+#     import`, against transformers on the same 16 x 1024 tokens
+#     (tests/bench/bench_import.sh, tests/bench/hf_incidence.py).
 #  6. `sgtrain toy`: the whole of Figure 3 (4 loads x 5 arms x 2 conditions
 #     x 3 seeds, 4000 steps each); the goal is under 15 minutes on 2 cores.
 #  7. Data parallelism: 1 and 2 ranks, the gradient sum after the backward
@@ -29,7 +32,7 @@
 #  8. The LM head: op_classifier whole against its three GEMMs alone, in
 #     chunks of 128 to 1024 rows (tests/bench/bench_classifier.c), with the
 #     default BLAS.
-# BENCH_ONLY=train|torch|tok|report|analysis|generate|toy|dist|classifier runs one part.
+# BENCH_ONLY=train|torch|tok|report|analysis|generate|import|toy|dist|classifier runs one part.
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -140,6 +143,9 @@ if part analysis; then
 fi
 if part generate; then
     OUT=$OUT bash tests/bench/bench_generate.sh "$B" || afail=1
+fi
+if part import; then
+    OUT=$OUT bash tests/bench/bench_import.sh "$B" || afail=1
 fi
 if part toy; then
     t0=$(date +%s.%N)
