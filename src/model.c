@@ -659,17 +659,20 @@ void model_backward(Model *m) {
         LayerTensors *gl = &g->layer[l];
         const real *x_in = l ? a->layer[l - 1].res2 : a->x0;
         /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(res1)))) */
-        if (gl->fc_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_proj_b, a->dres, N, C));
+        /* each bias gradient reads what the matmul backward before it read,
+         * after it: a launch between a gradient's writer and its matmul
+         * would cost the matmul its bf16 twin (kernels/cuda/matmul.cu) */
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
+        if (gl->fc_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_proj_b, a->dres, N, C));
         if (m->cfg.gelu_tanh) PROF(PROF_POINTWISE, 0, op_gelu_tanh_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
         else PROF(PROF_POINTWISE, 0, op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
-        if (gl->fc_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_b, a->dfch, N, 4 * C));
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C));
+        if (gl->fc_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_b, a->dfch, N, 4 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
                          la->ln2_rstd, N, C));
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
-        if (gl->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_proj_b, a->dres, N, C));
         PROF(PROF_MATMUL, 4.0 * N * C * C, op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C));
+        if (gl->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_proj_b, a->dres, N, C));
         AttnArgs aa = model_attn_args(m, l, B, Tp, la->logbias);
         int value_gated = model_reads_gated(m);
         real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
@@ -684,8 +687,8 @@ void model_backward(Model *m) {
                              value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
                              la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
         }
-        if (gl->attn_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_b, a->dqkv, N, 3 * C));
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
+        if (gl->attn_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_b, a->dqkv, N, 3 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
                          la->ln1_rstd, N, C));
         grads_done(m, l);

@@ -1,11 +1,13 @@
-/* Pointwise ops: GELU (exact erf form), the residual add, AdamW, and the
- * sum of squares behind the gradient-norm clip.  GELU's output is fc_proj's
- * x and its input gradient fc's dout, so both kernels also write the bf16
- * twin t of what they store (cuda_common.h, sg_twin_begin; NULL: none),
- * and store the fp32 value only when out (dinp) is not NULL: a tensor
- * promised to matmuls alone keeps only its twin (sg_twin_fp32).  GELU's
- * inputs, fc's output and fc_proj's dinp, are in bf16 when the model
- * promised them as bf16 operands (op_bf16_operand, matmul.cu). */
+/* Pointwise ops: GELU (the exact erf form and the tanh form), the residual
+ * add, AdamW, and the sum of squares behind the gradient-norm clip.  GELU's
+ * output is fc_proj's x and its input gradient fc's dout, so both kernels
+ * also write the bf16 twin t of what they store (cuda_common.h,
+ * sg_twin_begin; NULL: none), and store the fp32 value only when out
+ * (dinp) is not NULL: a tensor promised to matmuls alone keeps only its
+ * twin (sg_twin_fp32).  GELU's inputs, fc's output and fc_proj's dinp, are
+ * in bf16 when the model promised them as bf16 operands (op_bf16_operand,
+ * matmul.cu).  The two forms share every kernel and host path below: the
+ * math is their template parameter G (GeluErf, GeluTanh). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,51 +26,81 @@ enum { THREADS = 256 };
  * arithmetic, so both paths give the same bits. */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),
+/* The erf form (op_gelu_fwd, op_gelu_bwd):
+ * gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),
  * gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x phi(x),  phi = exp(-x^2/2) / sqrt(2 pi) */
-__device__ __forceinline__ float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-__device__ __forceinline__ float gelu_df(float x, float dy) {
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-    return dy * (cdf + x * pdf);
-}
+struct GeluErf {
+    static __device__ __forceinline__ float f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+    static __device__ __forceinline__ float df(float x, float dy) {
+        float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+        float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+        return dy * (cdf + x * pdf);
+    }
+};
+
+/* The tanh form (op_gelu_tanh_fwd, op_gelu_tanh_bwd; kernels/cpu/gelu.c's
+ * arithmetic in fp32), through s = (1 + tanh u) / 2 = 1 / (1 + exp(-2u)),
+ * u = sqrt(2/pi) (x + 0.044715 x^3): with e = exp(-2|u|), s = 1 / (1 + e)
+ * for u >= 0 and e / (1 + e) below, neither of which cancels, and
+ * sech^2 u = 4 e / (1 + e)^2.  Past |u| = 44, e is taken as 0 (it is below
+ * 1e-38 there), as on the CPU: s is then exactly 1 or 0 and the slope's
+ * second term exactly 0, where for a huge x (x^3 overflowing to inf)
+ * 0 * inf would make NaN.  expf, as the erf form's.
+ * gelu(x) = x s,  gelu'(x) = s + 0.5 x sech^2(u) sqrt(2/pi) (1 + 3 0.044715 x^2) */
+struct GeluTanh {
+    static __device__ __forceinline__ float s(float x, float &sech2) {
+        const float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
+        const float au = u < 0.0f ? -u : u, e = au < 44.0f ? expf(-2.0f * au) : 0.0f, r = 1.0f / (1.0f + e);
+        sech2 = 4.0f * e * r * r;
+        return u < 0.0f ? e * r : r;
+    }
+    static __device__ __forceinline__ float f(float x) {
+        float s2;
+        return x * s(x, s2);
+    }
+    static __device__ __forceinline__ float df(float x, float dy) {
+        float s2;
+        const float sx = s(x, s2), du = 0.79788456080286535588f * (1.0f + 3.0f * 0.044715f * x * x);
+        return dy * (sx + (s2 > 0.0f ? 0.5f * x * s2 * du : 0.0f));
+    }
+};
 
 /* GELU reads a bf16 operand's stored values (ld1, ldv4: cuda_common.h) as
  * autocast's GELU reads a bf16 linear output, and computes in fp32. */
 
-template <typename TI>
+template <class G, typename TI>
 __global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const TI *inp, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float y = gelu_f(ld1(inp, i));
+        float y = G::f(ld1(inp, i));
         if (out) out[i] = y;
         if (t) t[i] = sg_cast_bf16(y);
     }
 }
-template <typename TI>
+template <class G, typename TI>
 __global__ void gelu_fwd4_k(float *out, __nv_bfloat16 *t, const TI *inp, long n4) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
     const float4 x = ldv4(inp + 4 * i);
-    const float4 y = make_float4(gelu_f(x.x), gelu_f(x.y), gelu_f(x.z), gelu_f(x.w));
+    const float4 y = make_float4(G::f(x.x), G::f(x.y), G::f(x.z), G::f(x.w));
     if (out) sg_st4(out + 4 * i, y);
     if (t) sg_st_bf16x4(t + 4 * i, y);
 }
-template <typename TI, typename TD>
+template <class G, typename TI, typename TD>
 __global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float dx = gelu_df(ld1(inp, i), ld1(dout, i));
+        float dx = G::df(ld1(inp, i), ld1(dout, i));
         if (dinp) dinp[i] = dx;
         if (t) t[i] = sg_cast_bf16(dx);
     }
 }
-template <typename TI, typename TD>
+template <class G, typename TI, typename TD>
 __global__ void gelu_bwd4_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n4) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
     const float4 x = ldv4(inp + 4 * i), dy = ldv4(dout + 4 * i);
-    const float4 dx = make_float4(gelu_df(x.x, dy.x), gelu_df(x.y, dy.y), gelu_df(x.z, dy.z), gelu_df(x.w, dy.w));
+    const float4 dx = make_float4(G::df(x.x, dy.x), G::df(x.y, dy.y), G::df(x.z, dy.z), G::df(x.w, dy.w));
     if (dinp) sg_st4(dinp + 4 * i, dx);
     if (t) sg_st_bf16x4(t + 4 * i, dx);
 }
@@ -84,53 +116,64 @@ static long vec_groups(long n, std::initializer_list<const void *> ps) {
     return n / 4;
 }
 
-template <typename TI>
+template <class G, typename TI>
 static void gelu_fwd(float *o, __nv_bfloat16 *t, const TI *inp, long n) {
     const long n4 = vec_groups(n, {o, inp, t}), k = 4 * n4;
     if (n4) {
-        gelu_fwd4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(o, t, inp, n4);
+        gelu_fwd4_k<G><<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(o, t, inp, n4);
         CUDA_LAUNCHED();
     }
     if (k < n) {
-        gelu_fwd_k<<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(o ? o + k : o, t ? t + k : t, inp + k,
-                                                                          n - k);
+        gelu_fwd_k<G><<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(o ? o + k : o, t ? t + k : t, inp + k,
+                                                                             n - k);
         CUDA_LAUNCHED();
     }
 }
-extern "C" void op_gelu_fwd(real *out, const real *inp, long n) {
+/* inp fp32 or, promised as a bf16 operand, bf16 */
+template <class G>
+static void gelu_fwd_op(real *out, const real *inp, long n) {
     if (n <= 0) return;
     __nv_bfloat16 *t = sg_twin_begin(out, n);
     float *o = t ? sg_twin_fp32(out, n) : out;
     const __nv_bfloat16 *ib = sg_bf16_stored(inp, n);
-    if (ib) gelu_fwd(o, t, ib, n);
-    else gelu_fwd(o, t, inp, n);
+    if (ib) gelu_fwd<G>(o, t, ib, n);
+    else gelu_fwd<G>(o, t, inp, n);
     if (t) sg_twin_written(out, n);
 }
+extern "C" void op_gelu_fwd(real *out, const real *inp, long n) { gelu_fwd_op<GeluErf>(out, inp, n); }
+extern "C" void op_gelu_tanh_fwd(real *out, const real *inp, long n) { gelu_fwd_op<GeluTanh>(out, inp, n); }
 
-template <typename TI, typename TD>
+template <class G, typename TI, typename TD>
 static void gelu_bwd(float *d, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
     const long n4 = vec_groups(n, {d, inp, dout, t}), k = 4 * n4;
     if (n4) {
-        gelu_bwd4_k<<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n4);
+        gelu_bwd4_k<G><<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n4);
         CUDA_LAUNCHED();
     }
     if (k < n) {
-        gelu_bwd_k<<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(d ? d + k : d, t ? t + k : t, inp + k,
-                                                                          dout + k, n - k);
+        gelu_bwd_k<G><<<sg_blocks(n - k, THREADS), THREADS, 0, sg_stream()>>>(d ? d + k : d, t ? t + k : t, inp + k,
+                                                                             dout + k, n - k);
         CUDA_LAUNCHED();
     }
 }
 /* inp and dout each fp32 or, promised as bf16 operands, bf16 */
-extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
+template <class G>
+static void gelu_bwd_op(real *dinp, const real *inp, const real *dout, long n) {
     if (n <= 0) return;
     __nv_bfloat16 *t = sg_twin_begin(dinp, n);
     float *d = t ? sg_twin_fp32(dinp, n) : dinp;
     const __nv_bfloat16 *ib = sg_bf16_stored(inp, n), *db = sg_bf16_stored(dout, n);
-    if (ib && db) gelu_bwd(d, t, ib, db, n);
-    else if (ib) gelu_bwd(d, t, ib, dout, n);
-    else if (db) gelu_bwd(d, t, inp, db, n);
-    else gelu_bwd(d, t, inp, dout, n);
+    if (ib && db) gelu_bwd<G>(d, t, ib, db, n);
+    else if (ib) gelu_bwd<G>(d, t, ib, dout, n);
+    else if (db) gelu_bwd<G>(d, t, inp, db, n);
+    else gelu_bwd<G>(d, t, inp, dout, n);
     if (t) sg_twin_written(dinp, n);
+}
+extern "C" void op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n) {
+    gelu_bwd_op<GeluErf>(dinp, inp, dout, n);
+}
+extern "C" void op_gelu_tanh_bwd(real *dinp, const real *inp, const real *dout, long n) {
+    gelu_bwd_op<GeluTanh>(dinp, inp, dout, n);
 }
 extern "C" void op_add(real *out, const real *a, const real *b, long n) {
     if (n <= 0) return;

@@ -1,6 +1,6 @@
 /* The CUDA ops other than attention (kernels/cuda/layernorm.cu,
- * elementwise.cu, embed.cu, gate.cu, classifier.cu, matmul.cu), run on the
- * host emulator (tests/emu), against the CPU ops (kernels/cpu, from the
+ * elementwise.cu, bias.cu, embed.cu, gate.cu, classifier.cu, matmul.cu), run
+ * on the host emulator (tests/emu), against the CPU ops (kernels/cpu, from the
  * build's libsg.a).  Run by tests/e2e_cuda_emu.sh, which builds it; see
  * there and docs/cuda.md.
  *
@@ -8,9 +8,9 @@
  *
  * The cases are tests/gpu/test_gpu_ops.c's, with its inputs' distributions
  * and tolerances, per element |emu - cpu| <= atol + rtol |cpu|:
- *   fp32 ops (LayerNorm, GELU, add, AdamW, embeddings, gates): rtol 1e-4,
- *   atol 1e-5 x max(1, the output's largest magnitude); sumsq within 1e-10
- *   relative;
+ *   fp32 ops (LayerNorm, GELU in both forms, add, the biases, AdamW,
+ *   embeddings, gates): rtol 1e-4, atol 1e-5 x max(1, the output's largest
+ *   magnitude); sumsq within 1e-10 relative;
  *   ops with bf16 matrix products (matmul, classifier, logits): rtol 2e-2,
  *   atol 2e-2 x the output's largest magnitude; the classifier's loss sum
  *   within 2e-3 relative.
@@ -42,7 +42,11 @@ void cuda_op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, con
                            const real *mean, const real *rstd, int N, int C);
 void cuda_op_gelu_fwd(real *out, const real *inp, long n);
 void cuda_op_gelu_bwd(real *dinp, const real *inp, const real *dout, long n);
+void cuda_op_gelu_tanh_fwd(real *out, const real *inp, long n);
+void cuda_op_gelu_tanh_bwd(real *dinp, const real *inp, const real *dout, long n);
 void cuda_op_add(real *out, const real *a, const real *b, long n);
+void cuda_op_bias_add(real *out, const real *bias, int M, int N);
+void cuda_op_bias_bwd(real *db, const real *dout, int M, int N);
 void cuda_op_embed_fwd(real *out, const int32_t *tokens, const real *wte, const real *wpe, const real *sink, int B,
                        int T, int C);
 void cuda_op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *dout, const int32_t *tokens, int B, int T,
@@ -203,7 +207,13 @@ static void rounded(const char *what, const Buf &stored, const Buf &ref) {
     CHECK(off == 0, "%s: %s: %ld of %zu stored values not the fp32 product rounded to bf16", g_tag.c_str(), what, off,
           ref.n);
 }
-static void test_bf16_operands(int M, int K, int F) {
+static void test_bf16_operands(int M, int K, int F, bool tanh_form = false) {
+    /* the GELU: the erf form, or (tanh_form) the tanh form, which shares its
+     * kernels and their bf16 reads (elementwise.cu) */
+    void (*const gelu_fwd)(real *, const real *, long) = tanh_form ? cuda_op_gelu_tanh_fwd : cuda_op_gelu_fwd;
+    void (*const gelu_fwd_ref)(real *, const real *, long) = tanh_form ? op_gelu_tanh_fwd : op_gelu_fwd;
+    void (*const gelu_bwd)(real *, const real *, const real *, long) = tanh_form ? cuda_op_gelu_tanh_bwd
+                                                                                : cuda_op_gelu_bwd;
     const long nh = (long)M * F, nx = (long)M * K;
     Buf x = normal(nx, 1), w1 = normal((long)F * K, 0.3), w2 = normal((long)K * F, 0.1), dy = normal(nx, 1);
     Buf lw = normal(K, 1), lx = normal(nx, 2);
@@ -215,9 +225,9 @@ static void test_bf16_operands(int M, int K, int F) {
     const Buf hv = stored_values(h);
     rounded("fc output", hv, hr);
     Buf y(nh), yv(nh), y_r(nh);
-    cuda_op_gelu_fwd(y.p(), h.p(), nh);
-    cuda_op_gelu_fwd(yv.p(), hv.p(), nh);
-    op_gelu_fwd(y_r.p(), hv.p(), nh);
+    gelu_fwd(y.p(), h.p(), nh);
+    gelu_fwd(yv.p(), hv.p(), nh);
+    gelu_fwd_ref(y_r.p(), hv.p(), nh);
     bitwise("gelu forward on the stored values", y, yv);
     same("gelu forward against the CPU", y, y_r, false);
     /* backward: dg = dy W2, dh = gelu'(h) dg, dln = dh W1 */
@@ -226,8 +236,8 @@ static void test_bf16_operands(int M, int K, int F) {
     const Buf dgv = stored_values(dg);
     rounded("fc_proj dinp", dgv, dgr);
     Buf dh(nh), dhv(nh);
-    cuda_op_gelu_bwd(dh.p(), h.p(), dg.p(), nh);
-    cuda_op_gelu_bwd(dhv.p(), hv.p(), dgv.p(), nh);
+    gelu_bwd(dh.p(), h.p(), dg.p(), nh);
+    gelu_bwd(dhv.p(), hv.p(), dgv.p(), nh);
     bitwise("gelu backward on the stored values", dh, dhv);
     cuda_op_matmul_bwd(dln.p(), nullptr, dhv.p(), nullptr, w1.p(), M, K, F);
     cuda_op_matmul_bwd(dlnr.p(), nullptr, dhv.p(), nullptr, w1.p(), M, K, F);
@@ -326,6 +336,86 @@ static void test_residual_layernorm(int N, int C, int bias, int alias, int mis) 
     unchanged("w", w, w0), unchanged("bias", b, b0);
     intact({&a, &bb, &res, &y, &mu, &rs});
     digest({&dst, &y, &mu, &rs});
+}
+
+/* ---- GELU, tanh form (elementwise.cu) --------------------------------------- */
+
+/* As test_pointwise's GELU: x ~ N(0, 3), dy ~ N(0, 1), the fp32 tolerance,
+ * against the CPU op; the outputs overwritten (NaN before).  The scalar
+ * kernels (x, dy and the outputs one element off 16-byte alignment) give
+ * the bits of the vector path and its scalar tail.  specials: x instead a
+ * fixed set from 0 and +-1e-30 to +-3e38 (|u| is past the cut at 44, where
+ * e = exp(-2|u|) is taken as 0, from |x| = 9.4 on; from |x| = 1e13 on x^3
+ * overflows to inf), each element compared at its own scale (atol 1e-5
+ * max(1, |cpu|), rtol 1e-4), as one large value would hide the small ones. */
+static void test_gelu_tanh(long n, bool specials) {
+    static const float SP[] = {0.f,   -0.f,   1e-30f, -1e-30f, 1e-3f, -1e-3f, 0.5f, -0.5f, 1.f,   -1.f,
+                               2.f,   -2.f,   3.f,    -3.f,    5.f,   -5.f,   9.f,  -9.f,  12.f,  -12.f,
+                               30.f,  -30.f,  100.f,  -100.f,  1e3f,  -1e3f,  1e4f, -1e4f,
+                               1e20f, -1e20f, 3e38f,  -3e38f};
+    if (specials) n = (long)(sizeof SP / sizeof *SP);
+    Buf x = normal(n, 3), dy = normal(n, 1);
+    if (specials)
+        for (long i = 0; i < n; i++) x[i] = SP[i];
+    const Buf x0 = x, dy0 = dy;
+    Buf y_r(n), y(n), dx_r(n), dx(n);
+    op_gelu_tanh_fwd(y_r.p(), x.p(), n);
+    cuda_op_gelu_tanh_fwd(y.p(), x.p(), n);
+    op_gelu_tanh_bwd(dx_r.p(), x.p(), dy.p(), n);
+    cuda_op_gelu_tanh_bwd(dx.p(), x.p(), dy.p(), n);
+    if (specials) {
+        for (long i = 0; i < n; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "gelu_tanh fwd at x = %g", (double)SP[i]);
+            same(what, std::vector<double>{y[i]}, std::vector<double>{y_r[i]}, false);
+            snprintf(what, sizeof what, "gelu_tanh bwd at x = %g", (double)SP[i]);
+            same(what, std::vector<double>{dx[i]}, std::vector<double>{dx_r[i]}, false);
+        }
+    } else {
+        same("gelu_tanh fwd", y, y_r, false);
+        same("gelu_tanh bwd", dx, dx_r, false);
+    }
+    /* the scalar kernels, bitwise */
+    const Buf xs = shifted(x), dys = shifted(dy);
+    Buf ys = shifted(Buf(n)), dxs = shifted(Buf(n));
+    cuda_op_gelu_tanh_fwd(ys.p(), xs.p(), n);
+    cuda_op_gelu_tanh_bwd(dxs.p(), xs.p(), dys.p(), n);
+    CHECK(!memcmp(ys.p(), y.p(), sizeof(float) * n),
+          "%s: gelu_tanh fwd: the scalar kernel's bits differ from the vector path's", g_tag.c_str());
+    CHECK(!memcmp(dxs.p(), dx.p(), sizeof(float) * n),
+          "%s: gelu_tanh bwd: the scalar kernel's bits differ from the vector path's", g_tag.c_str());
+    intact({&y, &dx, &ys, &dxs});
+    unchanged("x", x, x0), unchanged("dy", dy, dy0);
+    digest({&y, &dx});
+}
+
+/* ---- linear-layer biases (bias.cu) ------------------------------------------ */
+
+/* out ~ N(0, 1) plus bias ~ N(0, 1): against the CPU op with the fp32
+ * tolerance, and bitwise (one float add an element, as the CPU's).  db
+ * accumulates: it starts at N(0, 1), the reference at the same values, and
+ * dout ~ N(0, 1) (db's sums are then about sqrt(M)): the fp32 tolerance
+ * against the CPU's sums in double.  A second run from the same db gives
+ * the same bits (the fixed-order reduction).  mis: out and dout one element
+ * off 16-byte alignment (the add's scalar kernel although N % 4 == 0). */
+static void test_bias(int M, int N, int mis) {
+    const long n = (long)M * N;
+    Buf out_r = normal(n, 1), bias = normal(N, 1), dout = normal(n, 1), db_r = normal(N, 1);
+    if (mis) dout = shifted(dout);
+    Buf out = mis ? shifted(out_r) : out_r, db = db_r, db2 = db_r;
+    const Buf bias0 = bias, dout0 = dout;
+    op_bias_add(out_r.p(), bias.p(), M, N);
+    cuda_op_bias_add(out.p(), bias.p(), M, N);
+    same("bias add", out, out_r, false);
+    CHECK(!memcmp(out.p(), out_r.p(), sizeof(float) * n), "%s: bias add: not the CPU's bits", g_tag.c_str());
+    op_bias_bwd(db_r.p(), dout.p(), M, N);
+    cuda_op_bias_bwd(db.p(), dout.p(), M, N);
+    cuda_op_bias_bwd(db2.p(), dout.p(), M, N);
+    same("bias bwd db (accumulated)", db, db_r, false);
+    bitwise("bias bwd db twice", db, db2);
+    intact({&out, &db, &db2});
+    unchanged("bias", bias, bias0), unchanged("dout", dout, dout0);
+    digest({&out, &db});
 }
 
 /* ---- embeddings (embed.cu) ------------------------------------------------- */
@@ -821,6 +911,33 @@ int main(int argc, char **argv) {
     for (auto &s : mmshape) {
         snprintf(tag, sizeof tag, "matmul M%d K%d N%d", s[0], s[1], s[2]);
         run(tag, [&] { test_matmul(s[0], s[1], s[2]); });
+    }
+
+    /* Appended after the rest, so that the cases before keep their inputs
+     * (each case's stream follows its place in the battery).  The bf16
+     * operand cases above with GELU's tanh form */
+    run("bf16 operands M130 K64 F256 gelu_tanh", [&] { test_bf16_operands(130, 64, 256, true); });
+    run("bf16 operands M37 K30 F91 gelu_tanh", [&] { test_bf16_operands(37, 30, 91, true); });
+
+    /* GELU's tanh form: test_pointwise's n (the vector path and a scalar
+     * tail of 3), one short of a block, and the special values */
+    for (long n : {100003L, 255L}) {
+        snprintf(tag, sizeof tag, "gelu_tanh n%ld", n);
+        run(tag, [&] { test_gelu_tanh(n, false); });
+    }
+    run("gelu_tanh special values", [&] { test_gelu_tanh(0, true); });
+
+    /* The biases, M rows of N: test_gpu_ops's (qkv's 3C at C = 256 over 130
+     * rows: the float4 add, 3 row chunks of 64, the last of 2 rows); N = 77
+     * (a multiple of neither 4 nor 64: the scalar add, a part-filled block)
+     * over 2,100 rows (33 chunks: lane 0 of the column sum adds two
+     * partials); N = 64 with out and dout off alignment (the scalar add);
+     * N = 3072 (fc's 4C at 768: 12 column blocks); one row; and 17,000
+     * rows (more than 64 x 256: 254 chunks of 67 rows) */
+    const int bishape[][3] = {{130, 768, 0}, {2100, 77, 0}, {50, 64, 1}, {9, 3072, 0}, {1, 5, 0}, {17000, 3, 0}};
+    for (auto &s : bishape) {
+        snprintf(tag, sizeof tag, "bias M%d N%d%s", s[0], s[1], s[2] ? " shifted" : "");
+        run(tag, [&] { test_bias(s[0], s[1], s[2]); });
     }
 
     fclose(g_digests);

@@ -15,7 +15,11 @@
 #define op_layernorm_bwd cpu_op_layernorm_bwd
 #define op_gelu_fwd cpu_op_gelu_fwd
 #define op_gelu_bwd cpu_op_gelu_bwd
+#define op_gelu_tanh_fwd cpu_op_gelu_tanh_fwd
+#define op_gelu_tanh_bwd cpu_op_gelu_tanh_bwd
 #define op_add cpu_op_add
+#define op_bias_add cpu_op_bias_add
+#define op_bias_bwd cpu_op_bias_bwd
 #define op_embed_fwd cpu_op_embed_fwd
 #define op_embed_bwd cpu_op_embed_bwd
 #define op_gate_fwd cpu_op_gate_fwd

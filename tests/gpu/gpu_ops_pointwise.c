@@ -1,5 +1,5 @@
-/* test_gpu_ops: uploads, LayerNorm, the pointwise ops, AdamW, the
- * embeddings and the value gates. */
+/* test_gpu_ops: uploads, LayerNorm, the pointwise ops (GELU in both forms),
+ * the linear-layer biases, AdamW, the embeddings and the value gates. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +141,85 @@ void test_pointwise(long n) {
     void *ds[] = {x_d, x2_d, dy_d, y_d, dx_d, p_d, m_d, v_d, g_d};
     for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
     free(x), free(x2), free(dy), free(y), free(dx), free(p), free(m), free(v), free(g);
+}
+
+/* GELU, tanh form (ops.h; kernels/cuda/elementwise.cu, which shares the erf
+ * form's kernels): as test_pointwise's GELU, x ~ N(0, 3), dy ~ N(0, 1), the
+ * fp32 tolerance against the CPU op; each op run twice, bitwise; and on
+ * tensors one element off 16-byte alignment (the scalar kernels) the bits
+ * of the aligned run (the vector path, the n % 4 left scalar). */
+void test_gelu_tanh(long n) {
+    real *x = host_rand(n, 3), *dy = host_rand(n, 1), *y = calloc((size_t)n, sizeof *y),
+         *dx = calloc((size_t)n, sizeof *dx);
+    real *x_d = dev_of(x, n), *dy_d = dev_of(dy, n), *y_d = dev_of(y, n), *dx_d = dev_of(dx, n),
+         *y2_d = dev_of(y, n), *dx2_d = dev_of(dx, n);
+    char what[96];
+    cpu_ops.gelu_tanh_fwd(y, x, n);
+    gpu_ops.gelu_tanh_fwd(y_d, x_d, n);
+    gpu_ops.gelu_tanh_fwd(y2_d, x_d, n);
+    snprintf(what, sizeof what, "gelu_tanh fwd (n %ld)", n);
+    same(what, y_d, y, n, 0);
+    bitwise(what, y_d, y2_d, n);
+    cpu_ops.gelu_tanh_bwd(dx, x, dy, n);
+    gpu_ops.gelu_tanh_bwd(dx_d, x_d, dy_d, n);
+    gpu_ops.gelu_tanh_bwd(dx2_d, x_d, dy_d, n);
+    snprintf(what, sizeof what, "gelu_tanh bwd (n %ld)", n);
+    same(what, dx_d, dx, n, 0);
+    bitwise(what, dx_d, dx2_d, n);
+    /* the scalar kernels: x, dy and the outputs at buffer + 1 */
+    real *buf[4], *d[4];
+    for (int k = 0; k < 4; k++) {
+        buf[k] = gpu_ops.alloc(sizeof(real) * (size_t)(n + 1));
+        d[k] = buf[k] + 1;
+    }
+    gpu_ops.upload(d[0], x, sizeof(real) * (size_t)n);
+    gpu_ops.upload(d[1], dy, sizeof(real) * (size_t)n);
+    gpu_ops.gelu_tanh_fwd(d[2], d[0], n);
+    gpu_ops.gelu_tanh_bwd(d[3], d[0], d[1], n);
+    snprintf(what, sizeof what, "gelu_tanh fwd (n %ld), tensors off 16-byte alignment", n);
+    bits_as(what, "the aligned tensors' vector path", d[2], y_d, n);
+    snprintf(what, sizeof what, "gelu_tanh bwd (n %ld), tensors off 16-byte alignment", n);
+    bits_as(what, "the aligned tensors' vector path", d[3], dx_d, n);
+    for (int k = 0; k < 4; k++) gpu_ops.free(buf[k]);
+    void *ds[] = {x_d, dy_d, y_d, dx_d, y2_d, dx2_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(dy), free(y), free(dx);
+}
+
+/* Linear-layer biases (ops.h; kernels/cuda/bias.cu), M rows of N.  The add:
+ * out ~ N(0, 1) plus bias ~ N(0, 1), the fp32 tolerance against the CPU op
+ * and its bits (one float add an element on both).  The gradient: db
+ * accumulates, from N(0, 1) on both sides, dout ~ N(0, 1) (the sums about
+ * sqrt(M)); the fp32 tolerance against the CPU's sums in double; run twice
+ * from the same db, bitwise (a fixed-order reduction, no atomics).  shift:
+ * out and dout one element off 16-byte alignment (the add's scalar kernel
+ * even when N % 4 == 0). */
+void test_bias(int M, int N, int shift) {
+    const long n = (long)M * N;
+    real *out = host_rand(n, 1), *bias = host_rand(N, 1), *dout = host_rand(n, 1), *db = host_rand(N, 1);
+    real *out_buf = gpu_ops.alloc(sizeof(real) * (size_t)(n + 1)),
+         *dout_buf = gpu_ops.alloc(sizeof(real) * (size_t)(n + 1));
+    real *out_d = out_buf + shift, *dout_d = dout_buf + shift;
+    gpu_ops.upload(out_d, out, sizeof(real) * (size_t)n);
+    gpu_ops.upload(dout_d, dout, sizeof(real) * (size_t)n);
+    real *bias_d = dev_of(bias, N), *db_d = dev_of(db, N), *db2_d = dev_of(db, N);
+    char what[96];
+    snprintf(what, sizeof what, "bias add (M %d, N %d%s)", M, N, shift ? ", off alignment" : "");
+    cpu_ops.bias_add(out, bias, M, N);
+    gpu_ops.bias_add(out_d, bias_d, M, N);
+    same(what, out_d, out, n, 0);
+    real *got = back(out_d, n);
+    CHECK(!memcmp(got, out, sizeof(real) * (size_t)n), "%s: not the CPU's bits", what);
+    free(got);
+    snprintf(what, sizeof what, "bias bwd db (accumulated; M %d, N %d%s)", M, N, shift ? ", off alignment" : "");
+    cpu_ops.bias_bwd(db, dout, M, N);
+    gpu_ops.bias_bwd(db_d, dout_d, M, N);
+    gpu_ops.bias_bwd(db2_d, dout_d, M, N);
+    same(what, db_d, db, N, 0);
+    bitwise(what, db_d, db2_d, N);
+    void *ds[] = {out_buf, dout_buf, bias_d, db_d, db2_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(out), free(bias), free(dout), free(db);
 }
 
 /* ---- op_adamw_multi: every tensor's AdamW in one launch --------------------

@@ -45,6 +45,8 @@ void test_uploads(void);
 void test_layernorm(int N, int C, int bias);
 void test_residual_layernorm(int N, int C, int bias, int alias);
 void test_pointwise(long n);
+void test_gelu_tanh(long n);
+void test_bias(int M, int N, int shift);
 void test_adamw_multi(long base);
 void test_pointwise_paths(long n);
 void test_embed(int B, int T, int C, int V, int sink);

@@ -16,7 +16,11 @@ typedef struct {
                           const real *, int, int);
     void (*gelu_fwd)(real *, const real *, long);
     void (*gelu_bwd)(real *, const real *, const real *, long);
+    void (*gelu_tanh_fwd)(real *, const real *, long);
+    void (*gelu_tanh_bwd)(real *, const real *, const real *, long);
     void (*add)(real *, const real *, const real *, long);
+    void (*bias_add)(real *, const real *, int, int);
+    void (*bias_bwd)(real *, const real *, int, int);
     void (*embed_fwd)(real *, const int32_t *, const real *, const real *, const real *, int, int, int);
     void (*embed_bwd)(real *, real *, real *, const real *, const int32_t *, int, int, int);
     void (*gate_fwd)(real *, real *, real *, const real *, int, const GateParams *, int, int, int, int);

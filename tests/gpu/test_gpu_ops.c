@@ -3,8 +3,10 @@
  * test-gpu` (tests/gpu/run.sh).
  *
  * Tolerances, |gpu - cpu| <= atol + rtol |cpu| per element:
- *   fp32 ops (LayerNorm, GELU, add, embeddings, gates, AdamW, the explicit
- *   attention of the analyses):  atol 1e-5 scale, rtol 1e-4
+ *   fp32 ops (LayerNorm, GELU in both forms, add, the biases, embeddings,
+ *   gates, AdamW, the explicit attention of the analyses):  atol 1e-5 scale,
+ *   rtol 1e-4 (scale: the output's largest magnitude, at least 1; the bias
+ *   add also bitwise, one float add an element as on the CPU)
  *   ops with bf16 matrix products (matmul, classifier) and attention
  *   (bf16 tensor cores where the kernel uses them): rtol 2e-2 with atol
  *   2e-2 of the output's largest magnitude -- bf16 keeps 8 significant bits,
@@ -53,6 +55,20 @@ int main(int argc, char **argv) {
     test_pointwise(100003);
     test_pointwise_paths(4099);
     test_pointwise_paths(4096);
+    /* GELU's tanh form: a scalar tail of 3, and of 0 */
+    test_gelu_tanh(100003);
+    test_gelu_tanh(4096);
+    /* the biases: qkv's 3C at C = 256 over 130 rows (the float4 add, 3 row
+     * chunks, the last of 2 rows); N = 77, a multiple of neither 4 nor 64,
+     * over 2,100 rows (33 chunks); out and dout off alignment; 17,000 rows
+     * (more than 64 x 256: 254 chunks of 67 rows); and fc's 4C at 768 over
+     * a micro-batch of 8 x 1024 rows (in the emulator 1,100 rows, an
+     * eighth of the time) */
+    test_bias(130, 768, 0);
+    test_bias(2100, 77, 0);
+    test_bias(50, 64, 1);
+    test_bias(17000, 3, 0);
+    test_bias(emulated() ? 1100 : 8192, 3072, 0);
     test_adamw_multi(0);
     test_adamw_multi(1000);
     test_embed(2, 16, 32, 100, 0);
