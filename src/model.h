@@ -187,9 +187,11 @@ void model_zero_grad(Model *m);
 GateParams model_gate_params(const Model *m, int l);
 int model_reads_gated(const Model *m);
 AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbias);
-/* The rest of a layer that every caller shares: out[M, N] = inp W^T + b
- * for one of the layer's linear layers (w and b from LayerTensors, b NULL
- * without linear_bias), and the MLP's activation (erf or tanh GELU). */
+/* A layer's linear layer, out[M, N] = inp W^T + b (w and b from
+ * LayerTensors, b NULL without linear_bias), and the MLP's activation (erf
+ * or tanh GELU), for callers that run a layer outside the training graph
+ * (src/kvcache.c).  model_forward issues the same ops, each as its own
+ * profiled site (src/profile.h names sites by their call). */
 void model_linear(real *out, const real *inp, const real *w, const real *b, int M, int K, int N);
 void model_gelu(const Model *m, real *out, const real *inp, long n);
 
