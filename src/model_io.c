@@ -1,12 +1,13 @@
 #include "model_io.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "cli_parse.h"
 #include "errmsg.h"
 #include "ops.h"
 
@@ -43,14 +44,6 @@ int ckpt_saved_config(const CkptMeta *meta, const char *path, Config *cfg, char 
     return 0;
 }
 
-/* A whole number in decimal digits alone, within 64 bits. */
-static int parse_u64(const char *s, unsigned long long *v) {
-    if (!*s || strspn(s, "0123456789") != strlen(s)) return -1;
-    errno = 0;
-    *v = strtoull(s, NULL, 10);
-    return errno ? -1 : 0;
-}
-
 /* A safetensors file in sinkgate's own layout (`sgtrain export`, `sgtrain
  * import`): the config from its metadata, checked as a checkpoint's is, and
  * exactly the model's tensors.  AdamW's moments start at zero. */
@@ -73,12 +66,14 @@ static int model_from_st(Model *m, Config *cfg, long *step, const char *path, ch
                 !yaml ? "config" : !arm ? "arm" : !seed ? "seed" : "step");
         goto out;
     }
-    unsigned long long sd, st;
-    if (parse_u64(seed, &sd) || parse_u64(stp, &st)) {
-        sg_fail(err, errlen, "%s: metadata seed '%s' and step '%s' are not both whole numbers", path, seed, stp);
+    long sd, st;
+    char nerr[512];
+    if (cli_long("metadata seed", seed, 0, LONG_MAX, &sd, nerr, sizeof nerr) ||
+        cli_long("metadata step", stp, 0, LONG_MAX, &st, nerr, sizeof nerr)) {
+        sg_fail(err, errlen, "%s: %s", path, nerr);
         goto out;
     }
-    CkptMeta meta = {.seed = sd, .step = st, .config_yaml = (char *)yaml, .config_len = strlen(yaml)};
+    CkptMeta meta = {.seed = (uint64_t)sd, .step = (uint64_t)st, .config_yaml = (char *)yaml, .config_len = strlen(yaml)};
     snprintf(meta.arm, sizeof meta.arm, "%s", arm);
     if (strlen(arm) >= sizeof meta.arm) {
         sg_fail(err, errlen, "%s: metadata arm '%.40s...' is too long", path, arm);
@@ -87,17 +82,15 @@ static int model_from_st(Model *m, Config *cfg, long *step, const char *path, ch
     if (ckpt_saved_config(&meta, path, cfg, err, errlen)) goto out;
     if (model_build(m, cfg, err, errlen)) goto out;
     built = 1;
-    if (st_count(&f) != m->n_tensors) {
-        /* every model tensor is read below; a surplus means another model */
-        for (int i = 0; i < st_count(&f); i++)
-            if (!model_tensor(m, st_at(&f, i)->name)) {
-                sg_fail(err, errlen, "%s: tensor '%s' is not part of the model its config describes", path,
-                        st_at(&f, i)->name);
-                goto out;
-            }
-    }
+    /* every model tensor is read below; one the model lacks means another model */
+    for (int i = 0; i < st_count(&f); i++)
+        if (!model_tensor(m, st_at(&f, i)->name)) {
+            sg_fail(err, errlen, "%s: tensor '%s' is not part of the model its config describes", path,
+                    st_at(&f, i)->name);
+            goto out;
+        }
     if (model_load_st(m, &f, "", err, errlen)) goto out;
-    *step = (long)st;
+    *step = st;
     rc = 0;
 out:
     if (rc && built) model_free(m);

@@ -149,7 +149,7 @@ PYEOF
     mutate "$W/hub.safetensors" "$W/m2.safetensors" add:h.0.attn.extra
     expect 2 "tensor 'h.0.attn.extra' is not part of the model its config describes" -- "$SG" analyze "$W/m2.safetensors" --data "$FX/hub" $A
     mutate "$W/hub.safetensors" "$W/m3.safetensors" meta:step=ten
-    expect 2 "metadata seed '0' and step 'ten' are not both whole numbers" -- "$SG" export "$W/m3.safetensors" -o "$W/x.safetensors"
+    expect 2 "metadata step: expected an integer in \[0, [0-9]+\], got 'ten'" -- "$SG" export "$W/m3.safetensors" -o "$W/x.safetensors"
     mutate "$W/hub.safetensors" "$W/m4.safetensors" meta:config=-
     expect 2 "sinkgate metadata without its config" -- "$SG" export "$W/m4.safetensors" -o "$W/x.safetensors"
     mutate "$W/hub.safetensors" "$W/m5.safetensors" meta:arm=combo2
