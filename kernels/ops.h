@@ -146,10 +146,23 @@ void op_bias_add(real *out, const real *bias, int M, int N);
  * order, whatever the threads. */
 void op_bias_bwd(real *db, const real *dout, int M, int N);
 
+/* Rotary position embedding (config rotary_dims, GPT-NeoX's "rotate half"
+ * form), in place on the first rd (even) dims of every head of q and k:
+ * with h = rd / 2, each pair (x_i, x_{i+h}), i < h, of the row at position p
+ * turns by the angle a = theta_{p,i}:
+ *   x_i' = x_i cos a - x_{i+h} sin a,   x_{i+h}' = x_{i+h} cos a + x_i sin a.
+ * cs holds rd values per position, [cos theta_{p,0..h-1}, sin theta_{p,0..h-1}];
+ * row t of every sequence uses cs row t (offset cs for a first position
+ * other than 0).  Rows (b, t) of q and k start at (b T + t) ld, head j at
+ * j d.  inverse turns by -a: the backward, since dx = R^T dy for a
+ * rotation R. */
+void op_rope(real *q, real *k, int ld, const real *cs, int B, int T, int H, int d, int rd, int inverse);
+
 /* ---- embeddings ---------------------------------------------------------
  * out[B, Tp, C].  With sink == NULL, Tp = T and row (b,t) = wte[tok] + wpe[t].
  * With a sink token, Tp = T + 1: row (b,0) = sink (no positional embedding)
- * and row (b,t+1) = wte[tok[b,t]] + wpe[t]. */
+ * and row (b,t+1) = wte[tok[b,t]] + wpe[t].  wpe NULL (rotary positions):
+ * no positional term; op_embed_bwd's dwpe is then NULL too. */
 void op_embed_fwd(real *out, const int32_t *tokens, const real *wte,
                   const real *wpe, const real *sink, int B, int T, int C);
 /* dwte, dwpe, dsink (acc; dsink may be NULL when sink is absent). */

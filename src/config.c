@@ -44,6 +44,10 @@ typedef enum {
     X(ln_bias, CF_BOOL, CF_RUN, R_NONE, "LayerNorm with a bias term")                        \
     X(linear_bias, CF_BOOL, CF_RUN, R_NONE, "bias terms on the four linear layers of a block, as GPT-2's (imported models)") \
     X(gelu_tanh, CF_BOOL, CF_RUN, R_NONE, "GELU's tanh approximation, as GPT-2's, instead of the exact erf form") \
+    X(rotary_base, CF_DOUBLE, CF_RUN, R_GT0, "rotary angle base: pair i of position p turns by p / base^(2i / rotary_dims)") \
+    X(rotary_dims, CF_INT, CF_RUN, R_NONNEG, "rotary position embedding on this many leading dims of each head's queries and keys (even, at most the head dim), in place of learned positions, as GPT-NeoX's (0: learned absolute positions, the study's)") \
+    X(parallel_residual, CF_BOOL, CF_RUN, R_NONE, "attention and MLP both read the block's input, x + attn(ln_1 x) + mlp(ln_2 x), as GPT-NeoX's (false: the MLP reads the sum after attention, GPT-2's)") \
+    X(tie_embeddings, CF_BOOL, CF_RUN, R_NONE, "the LM head is the token embedding, as GPT-2's (false: a separate lm_head.weight, as GPT-NeoX's)") \
     X(gate_beta, CF_DOUBLE, CF_RUN, R_GT0, "norm-gate sharpness")                            \
     X(init_std, CF_DOUBLE, CF_RUN, R_GT0, "standard deviation of the weight init")           \
     X(seed, CF_LONG, CF_RUN, R_NONNEG, "seed for init and batch order")                      \
@@ -224,6 +228,10 @@ int config_from_tier(Config *c, const char *tier, char *err, size_t errlen) {
     c->ln_bias = 0;
     c->linear_bias = 0;
     c->gelu_tanh = 0;
+    c->rotary_dims = 0;
+    c->rotary_base = 10000;
+    c->parallel_residual = 0;
+    c->tie_embeddings = 1;
     c->gate_beta = 8;
     c->init_std = 0.02;
     c->seed = 0;
@@ -711,6 +719,9 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->n_embd % c->n_head != 0)
         return sg_fail(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd,
                       c->n_head);
+    if (c->rotary_dims % 2 || c->rotary_dims > c->n_embd / c->n_head)
+        return sg_fail(err, errlen, "rotary_dims %d must be even and at most the head dim %d (n_embd / n_head)",
+                      c->rotary_dims, c->n_embd / c->n_head);
     if (c->warmup >= c->iters)
         return sg_fail(err, errlen, "warmup %ld must be less than iters %ld", c->warmup,
                       c->iters);

@@ -20,6 +20,10 @@ typedef struct {
     int ln_bias;        /* 0: LayerNorm without bias (paper default) */
     int linear_bias;    /* 0: linear layers without bias (paper default; GPT-2 has them) */
     int gelu_tanh;      /* 0: exact erf GELU (paper default; GPT-2 uses the tanh form) */
+    double rotary_base; /* 10000 */
+    int rotary_dims;    /* 0: learned absolute positions (paper default; GPT-NeoX rotates queries and keys) */
+    int parallel_residual; /* 0: sequential block (paper default; GPT-NeoX runs attention and MLP side by side) */
+    int tie_embeddings; /* 1: the LM head is wte (paper default; GPT-NeoX unties it) */
     double gate_beta;   /* norm-gate sharpness, 8 */
     double init_std;    /* 0.02 */
     /* training */

@@ -1,7 +1,9 @@
 /* The key-value cache (kvcache.h).  Both entry points run the model's
  * layer as model.c's forward does, on the rows being entered:
- *   x -> LN1 -> qkv (into the cache) -> gate -> attention over the cache
- *     -> proj, + x -> LN2 -> fc -> GELU -> proj, + residual
+ *   x -> LN1 -> qkv (rotated with rotary positions, into the cache) -> gate
+ *     -> attention over the cache -> proj, + x -> LN2 -> fc -> GELU -> proj,
+ *     + residual
+ * (LN2 reads x itself with parallel_residual)
  * with the causal op over a prompt and the decode op for one new row. */
 #include "kvcache.h"
 
@@ -127,7 +129,12 @@ static void mlp_half(KvCache *kv, int l, int N) {
     const LayerTensors *lt = &m->p.layer[l];
     const int C = m->C;
     model_linear(kv->res, kv->atty, lt->attn_proj, lt->attn_proj_b, N, C, C);
-    op_residual_layernorm_fwd(kv->res, kv->ln, kv->mean, kv->rstd, kv->res, kv->x, lt->ln2_w, lt->ln2_b, N, C);
+    if (m->cfg.parallel_residual) { /* the MLP reads the layer's input */
+        op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x, lt->ln2_w, lt->ln2_b, N, C);
+        op_add(kv->res, kv->res, kv->x, (long)N * C);
+    } else {
+        op_residual_layernorm_fwd(kv->res, kv->ln, kv->mean, kv->rstd, kv->res, kv->x, lt->ln2_w, lt->ln2_b, N, C);
+    }
     model_linear(kv->fch, kv->ln, lt->fc_w, lt->fc_b, N, C, 4 * C);
     model_gelu(m, kv->fch_gelu, kv->fch, (long)N * 4 * C);
     model_linear(kv->x, kv->fch_gelu, lt->fc_proj, lt->fc_proj_b, N, 4 * C, C);
@@ -139,7 +146,7 @@ static void final_logits(KvCache *kv, int first, int n, real *logits) {
     const Model *m = kv->m;
     const int C = m->C;
     op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x + (size_t)first * C, m->p.lnf_w, m->p.lnf_b, n, C);
-    op_logits(kv->logits, kv->ln, m->p.wte, n, C, m->V);
+    op_logits(kv->logits, kv->ln, model_head(m), n, C, m->V);
     op_download(logits, kv->logits, sizeof(real) * (size_t)n * m->V);
 }
 
@@ -153,6 +160,7 @@ void kv_prefill(KvCache *kv, const int32_t *tokens, int n, real *logits) {
         real *qkv = qkv_rows(kv, l, 0);
         op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x, lt->ln1_w, lt->ln1_b, P, C);
         model_linear(qkv, kv->ln, lt->attn_w, lt->attn_b, P, C, 3 * C);
+        model_rope(m, qkv, 1, P, 0, 0);
         GateParams gp = model_gate_params(m, l);
         const int routing = gp.kind != GATE_NONE && gp.slot == SLOT_ROUTING;
         if (gp.kind != GATE_NONE)
@@ -182,12 +190,15 @@ void kv_step(KvCache *kv, const int32_t *tokens, real *logits) {
     const int C = m->C, H = m->H, d = m->d, B = kv->nseq, p = kv->len;
     op_upload(kv->tok, tokens, sizeof(int32_t) * (size_t)B);
     /* token t = ntok of every sequence: wte[tok] + wpe[t] (the op's row 0 of
-     * a one-position batch, with wpe shifted to row t) */
-    op_embed_fwd(kv->x, kv->tok, m->p.wte, m->p.wpe + (size_t)kv->ntok * C, NULL, B, 1, C);
+     * a one-position batch, with wpe shifted to row t); rotary positions
+     * turn its q and k instead, at its row p of the cache (a sink token's
+     * row 0 counted, as in the forward) */
+    op_embed_fwd(kv->x, kv->tok, m->p.wte, m->p.wpe ? m->p.wpe + (size_t)kv->ntok * C : NULL, NULL, B, 1, C);
     for (int l = 0; l < m->L; l++) {
         const LayerTensors *lt = &m->p.layer[l];
         op_layernorm_fwd(kv->ln, kv->mean, kv->rstd, kv->x, lt->ln1_w, lt->ln1_b, B, C);
         model_linear(kv->qkv_new, kv->ln, lt->attn_w, lt->attn_b, B, C, 3 * C);
+        model_rope(m, kv->qkv_new, B, 1, p, 0);
         GateParams gp = model_gate_params(m, l);
         const int routing = gp.kind != GATE_NONE && gp.slot == SLOT_ROUTING;
         for (int b = 0; b < B; b++) {

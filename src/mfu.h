@@ -3,10 +3,11 @@
  * tiers and codebases (PaLM, Appendix B; nanoGPT reports the same).
  *
  * FLOP/token = 6 (P_nonemb + V C) + 6 L T C
- *   - P_nonemb: every parameter but wte and wpe (model_count_non_embedding);
- *     each is one multiply-add forward and two backward: 6 FLOP a token;
- *   - V C: the tied LM head, whose product is counted although its weight
- *     is wte;
+ *   - P_nonemb: every parameter but wte, wpe and an untied LM head
+ *     (model_count_non_embedding); each is one multiply-add forward and two
+ *     backward: 6 FLOP a token;
+ *   - V C: the LM head, whose product is counted although its weight is wte
+ *     when tied;
  *   - 6 L T C: attention's score and value products, 12 L T C (4 forward,
  *     8 backward, per position and channel), halved for the causal mask.
  * The sink token's extra key, the gates, LayerNorm and the softmax are not

@@ -23,7 +23,8 @@ static int role_decays(TensorRole r) {
      * sink logits, gate thresholds, directions and biases, LayerNorm, and
      * (as nanoGPT, which decays only tensors of dimension >= 2) the linear
      * layers' biases. */
-    return r == ROLE_TOKEN_EMBED || r == ROLE_POS_EMBED || r == ROLE_MATRIX || r == ROLE_MATRIX_OUT;
+    return r == ROLE_TOKEN_EMBED || r == ROLE_LM_HEAD || r == ROLE_POS_EMBED || r == ROLE_MATRIX ||
+           r == ROLE_MATRIX_OUT;
 }
 
 static int role_arm_extra(TensorRole r) {
@@ -56,7 +57,10 @@ static void build_table(Model *m) {
     m->n_tensors = 0;
     m->n_params = 0;
     add_tensor(m, "wte", ROLE_TOKEN_EMBED, -1, m->V, C, m->Vp);
-    add_tensor(m, "wpe", ROLE_POS_EMBED, -1, m->T, C, m->T);
+    /* beside wte, in the vector's head: the classifier's gradients are
+     * final only after the embeddings' (GradHook) */
+    if (!m->cfg.tie_embeddings) add_tensor(m, "lm_head.weight", ROLE_LM_HEAD, -1, m->V, C, m->Vp);
+    if (!m->cfg.rotary_dims) add_tensor(m, "wpe", ROLE_POS_EMBED, -1, m->T, C, m->T);
     if (arm_has_sink_token(arm)) add_tensor(m, "sink_token", ROLE_SINK_TOKEN, -1, C, 0, C);
     for (int l = 0; l < m->L; l++) {
 #define T_(suffix, role, d0, d1)                                  \
@@ -100,6 +104,7 @@ static void bind(const Model *m, real *base, ModelTensors *v) {
         const char *s = t->name;
         if (t->layer < 0) {
             if (!strcmp(s, "wte")) v->wte = p;
+            else if (!strcmp(s, "lm_head.weight")) v->lm_head = p;
             else if (!strcmp(s, "wpe")) v->wpe = p;
             else if (!strcmp(s, "sink_token")) v->sink_token = p;
             else if (!strcmp(s, "ln_f.weight")) v->lnf_w = p;
@@ -161,6 +166,11 @@ int model_describe(Model *m, const Config *c, char *err, size_t errlen) {
         snprintf(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd, c->n_head);
         return -1;
     }
+    if (c->rotary_dims < 0 || c->rotary_dims % 2 || c->rotary_dims > c->n_embd / c->n_head) {
+        snprintf(err, errlen, "rotary_dims %d must be even and at most the head dim %d", c->rotary_dims,
+                 c->n_embd / c->n_head);
+        return -1;
+    }
     m->L = c->n_layer;
     m->H = c->n_head;
     m->C = c->n_embd;
@@ -181,6 +191,34 @@ oom:
     return -1;
 }
 
+/* op_rope's table for positions [0, T + 1): pair i of position p turns by
+ * theta = p / base^(2i / rd).  The exponent, the frequency and the angle
+ * are each rounded to fp32, as GPT-NeoX's reference code computes them, so
+ * that an imported model sees the angles it was trained with (at p = 2048
+ * the fp32 angle is off the exact one by up to 1e-4 rad); the cosine and
+ * sine of that angle are then taken in double. */
+static int build_rope(Model *m) {
+    const int rd = m->cfg.rotary_dims, h = rd / 2, rows = m->T + 1;
+    real *cs = malloc(sizeof(real) * (size_t)rows * rd);
+    m->rope_cs = op_alloc(sizeof(real) * (size_t)rows * rd);
+    if (!cs || !m->rope_cs) {
+        free(cs);
+        return -1;
+    }
+    for (int i = 0; i < h; i++) {
+        const float e = (float)(2 * i) / (float)rd, inv = 1.0f / powf((float)m->cfg.rotary_base, e);
+        for (int p = 0; p < rows; p++) {
+            const float a = (float)p * inv;
+            cs[(size_t)p * rd + i] = (real)cos((double)a);
+            cs[(size_t)p * rd + h + i] = (real)sin((double)a);
+        }
+    }
+    op_upload(m->rope_cs, cs, sizeof(real) * (size_t)rows * rd);
+    free(cs);
+    m->rope_rows = rows;
+    return 0;
+}
+
 int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     if (model_describe(m, c, err, errlen)) return -1;
     m->params = alloc_zero(m->n_params);
@@ -196,6 +234,7 @@ int model_build(Model *m, const Config *c, char *err, size_t errlen) {
     op_params(m->params, m->n_params);
     bind(m, m->params, &m->p);
     bind(m, m->grads, &m->g);
+    if (m->cfg.rotary_dims && build_rope(m)) goto oom;
     return 0;
 oom:
     snprintf(err, errlen, "out of memory allocating %ld parameters (x4 for gradients and AdamW state)",
@@ -266,6 +305,7 @@ void model_free(Model *m) {
     op_free(m->grads);
     op_free(m->adam_m);
     op_free(m->adam_v);
+    op_free(m->rope_cs);
     release_acts(m);
     free(m->a.layer);
     op_free(m->act_mem);
@@ -283,6 +323,7 @@ void model_init(Model *m, uint64_t seed) {
         memset(p, 0, (size_t)t->numel * sizeof(real));
         switch (t->role) {
         case ROLE_TOKEN_EMBED:
+        case ROLE_LM_HEAD:
         case ROLE_POS_EMBED:
         case ROLE_SINK_TOKEN:
         case ROLE_MATRIX:
@@ -390,6 +431,10 @@ static long layout_acts(Model *m, int B, real *base, int qkv_on) {
     return cv.used;
 }
 
+/* Something besides the matmuls and the attention rewrites qkv and its
+ * gradient: a linear bias, or the rotation of q and k. */
+static int qkv_rewritten(const Model *m) { return m->cfg.linear_bias || m->cfg.rotary_dims; }
+
 /* Promised to matmuls alone (ops.h, op_matmul_only): the LayerNorm outputs
  * and GELU's output, each read only by the matmul right after it and by
  * that matmul's backward; GELU's input gradient, read only by fc's backward
@@ -412,7 +457,8 @@ static long layout_acts(Model *m, int B, real *base, int qkv_on) {
  * alone needs (op_promised_len).
  * With linear_bias, the bias ops write the outputs of qkv and fc and read
  * the gradients of qkv's and fc's outputs: none of those four is promised
- * (qkv_on is 0 then, ensure_acts), as none of them would keep its promise. */
+ * (qkv_on is 0 then, ensure_acts), as none of them would keep its promise.
+ * Rotary positions likewise rewrite qkv and dqkv in place (qkv_rewritten). */
 static void promise_acts(Model *m, int B, int qkv_on) {
     long C = m->C, N = (long)B * m->Tp;
     const int lib = m->cfg.linear_bias;
@@ -429,7 +475,7 @@ static void promise_acts(Model *m, int B, int qkv_on) {
     if (!lib) op_matmul_only(m->a.dfch, N * 4 * C);
     op_bf16_operand(m->a.dfch_gelu, N * 4 * C);
     op_bf16_operand(m->a.dln, N * C);
-    if (m->arm->slot == FSLOT_VALUE && !lib) op_matmul_only(m->a.dqkv, N * 3 * C);
+    if (m->arm->slot == FSLOT_VALUE && !qkv_rewritten(m)) op_matmul_only(m->a.dqkv, N * 3 * C);
     op_attention_operand(m->a.datty, N * C);
     m->qkv_promised = qkv_on;
 }
@@ -447,7 +493,7 @@ static void ensure_acts(Model *m, int B) {
     /* k = qkv + C and v = qkv + 2C must lie within qkv's reals (ops.h),
      * which a single row (B T = 1) laid out compact would not give */
     const long N = (long)B * m->Tp;
-    const int qkv_on = m->hooks == NULL && !m->cfg.linear_bias && op_promised_len(OP_PROMISE_ATTENTION, N * 3 * m->C) > 2L * m->C;
+    const int qkv_on = m->hooks == NULL && !qkv_rewritten(m) && op_promised_len(OP_PROMISE_ATTENTION, N * 3 * m->C) > 2L * m->C;
     if (m->act_mem && B == m->B && qkv_on == m->qkv_promised) return;
     if (!m->a.layer && !(m->a.layer = calloc((size_t)m->L, sizeof(LayerActs)))) {
         fprintf(stderr, "sgtrain: out of memory\n");
@@ -505,6 +551,20 @@ void model_gelu(const Model *m, real *out, const real *inp, long n) {
     else op_gelu_fwd(out, inp, n);
 }
 
+const real *model_head(const Model *m) { return m->p.lm_head ? m->p.lm_head : m->p.wte; }
+real *model_head_grad(Model *m) { return m->g.lm_head ? m->g.lm_head : m->g.wte; }
+
+void model_rope(const Model *m, real *qkv, int B, int T, int pos0, int inverse) {
+    const int rd = m->cfg.rotary_dims;
+    if (!rd) return;
+    if (pos0 < 0 || pos0 + T > m->rope_rows) {
+        fprintf(stderr, "sgtrain: internal error: rotary positions [%d, %d) outside the table's %d\n", pos0, pos0 + T,
+                m->rope_rows);
+        abort();
+    }
+    op_rope(qkv, qkv + m->C, 3 * m->C, m->rope_cs + (size_t)pos0 * rd, B, T, m->H, m->d, rd, inverse);
+}
+
 static const real *values_read(const Model *m, const LayerActs *la) {
     return model_reads_gated(m) ? la->vg : la->qkv + 2 * m->C;
 }
@@ -537,6 +597,7 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
                 PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln1, la->ln1_mean, la->ln1_rstd, x, lt->ln1_w, lt->ln1_b, N, C));
             PROF(PROF_MATMUL, 2.0 * N * C * 3 * C, op_matmul_fwd(la->qkv, la->ln1, lt->attn_w, N, C, 3 * C));
             if (lt->attn_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->qkv, lt->attn_b, N, 3 * C));
+            if (m->cfg.rotary_dims) PROF(PROF_POINTWISE, 0, model_rope(m, la->qkv, B, m->Tp, 0, 0));
         }
         if (hk && hk->values) hk->values(hk->ctx, m, l, B);
         if (m->arm->filter != FILTER_NONE) {
@@ -549,9 +610,14 @@ static void forward_trunk(Model *m, const int32_t *inputs, int B) {
         /* each residual add is fused with the LayerNorm that reads its sum */
         PROF(PROF_MATMUL, 2.0 * N * C * C, op_matmul_fwd(la->res1, la->atty, lt->attn_proj, N, C, C));
         if (lt->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->res1, lt->attn_proj_b, N, C));
-        PROF(PROF_LAYERNORM, 0,
-             op_residual_layernorm_fwd(la->res1, la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, x, lt->ln2_w,
-                                       lt->ln2_b, N, C));
+        if (m->cfg.parallel_residual) { /* the MLP reads the block's input x, not res1 */
+            PROF(PROF_POINTWISE, 0, op_add(la->res1, la->res1, x, (long)N * C));
+            PROF(PROF_LAYERNORM, 0, op_layernorm_fwd(la->ln2, la->ln2_mean, la->ln2_rstd, x, lt->ln2_w, lt->ln2_b, N, C));
+        } else {
+            PROF(PROF_LAYERNORM, 0,
+                 op_residual_layernorm_fwd(la->res1, la->ln2, la->ln2_mean, la->ln2_rstd, la->res1, x, lt->ln2_w,
+                                           lt->ln2_b, N, C));
+        }
         PROF(PROF_MATMUL, 2.0 * N * C * 4 * C, op_matmul_fwd(la->fch, la->ln2, lt->fc_w, N, C, 4 * C));
         if (lt->fc_b) PROF(PROF_POINTWISE, 0, op_bias_add(la->fch, lt->fc_b, N, 4 * C));
         if (m->cfg.gelu_tanh) PROF(PROF_POINTWISE, 0, op_gelu_tanh_fwd(la->fch_gelu, la->fch, (long)N * 4 * C));
@@ -595,8 +661,8 @@ double model_forward(Model *m, const int32_t *inputs, const int32_t *targets, in
     Acts *a = &m->a;
     double loss;
     PROF(PROF_CLASSIFIER, (grad ? 6.0 : 2.0) * B * m->T * m->C * m->V,
-         loss = op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? m->g.wte : NULL, a->lnf, m->p.wte,
-                              m->targets, B * m->T, m->C, m->V, m->Vp, dscale));
+         loss = op_classifier(a->losses, grad ? a->dlnf : NULL, grad ? model_head_grad(m) : NULL, a->lnf,
+                              model_head(m), m->targets, B * m->T, m->C, m->V, m->Vp, dscale));
     return loss;
 }
 
@@ -608,7 +674,7 @@ void model_logits(Model *m, const int32_t *inputs, int B, real *logits) {
         fprintf(stderr, "sgtrain: out of memory for %zu bytes of logits\n", bytes);
         exit(1);
     }
-    op_logits(dev, m->a.lnf, m->p.wte, B * m->T, m->C, m->V);
+    op_logits(dev, m->a.lnf, model_head(m), B * m->T, m->C, m->V);
     if (dev != logits) {
         op_download(logits, dev, bytes);
         op_free(dev);
@@ -636,8 +702,20 @@ static void grads_done(const Model *m, int l) {
     m->grad_hook->ready(m->grad_hook->ctx, off, end - off);
 }
 
+/* Layer l's attention projection backward: datty and the projection's
+ * gradients from dres, d res1. */
+static void attn_proj_bwd(Model *m, int l) {
+    const int C = m->C, N = m->B * m->Tp;
+    Acts *a = &m->a;
+    LayerTensors *gl = &m->g.layer[l];
+    PROF(PROF_MATMUL, 4.0 * N * C * C,
+         op_matmul_bwd(a->datty, gl->attn_proj, a->dres, a->layer[l].atty, m->p.layer[l].attn_proj, N, C, C));
+    if (gl->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_proj_b, a->dres, N, C));
+}
+
 void model_backward(Model *m) {
     int B = m->B, C = m->C, T = m->T, Tp = m->Tp, N = B * Tp;
+    const int par = m->cfg.parallel_residual;
     Acts *a = &m->a;
     ModelTensors *g = &m->g;
     /* final LayerNorm; its input gradient lands on the real positions */
@@ -658,21 +736,24 @@ void model_backward(Model *m) {
         const LayerTensors *lt = &m->p.layer[l];
         LayerTensors *gl = &g->layer[l];
         const real *x_in = l ? a->layer[l - 1].res2 : a->x0;
-        /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(res1)))) */
+        /* MLP branch: res2 = res1 + fc_proj(gelu(fc(ln2(u)))), u = res1, or
+         * x_in with parallel_residual */
         /* each bias gradient reads what the matmul backward before it read,
          * after it: a launch between a gradient's writer and its matmul
          * would cost the matmul its bf16 twin (kernels/cuda/matmul.cu) */
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dfch_gelu, gl->fc_proj, a->dres, la->fch_gelu, lt->fc_proj, N, 4 * C, C));
         if (gl->fc_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_proj_b, a->dres, N, C));
+        /* parallel: dres is d res1 as well as d res2; the attention's
+         * projection reads it before ln_2's backward adds d x_in's MLP part */
+        if (par) attn_proj_bwd(m, l);
         if (m->cfg.gelu_tanh) PROF(PROF_POINTWISE, 0, op_gelu_tanh_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
         else PROF(PROF_POINTWISE, 0, op_gelu_bwd(a->dfch, la->fch, a->dfch_gelu, (long)N * 4 * C));
         PROF(PROF_MATMUL, 4.0 * N * 4 * C * C, op_matmul_bwd(a->dln, gl->fc_w, a->dfch, la->ln2, lt->fc_w, N, C, 4 * C));
         if (gl->fc_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->fc_b, a->dfch, N, 4 * C));
-        PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, la->res1, lt->ln2_w, la->ln2_mean,
-                         la->ln2_rstd, N, C));
+        PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln2_w, gl->ln2_b, a->dln, par ? x_in : la->res1, lt->ln2_w,
+                                                 la->ln2_mean, la->ln2_rstd, N, C));
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
-        PROF(PROF_MATMUL, 4.0 * N * C * C, op_matmul_bwd(a->datty, gl->attn_proj, a->dres, la->atty, lt->attn_proj, N, C, C));
-        if (gl->attn_proj_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_proj_b, a->dres, N, C));
+        if (!par) attn_proj_bwd(m, l);
         AttnArgs aa = model_attn_args(m, l, B, Tp, la->logbias);
         int value_gated = model_reads_gated(m);
         real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
@@ -687,6 +768,7 @@ void model_backward(Model *m) {
                              value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
                              la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
         }
+        if (m->cfg.rotary_dims) PROF(PROF_POINTWISE, 0, model_rope(m, a->dqkv, B, Tp, 0, 1));
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));
         if (gl->attn_b) PROF(PROF_POINTWISE, 0, op_bias_bwd(gl->attn_b, a->dqkv, N, 3 * C));
         PROF(PROF_LAYERNORM, 0, op_layernorm_bwd(a->dres, gl->ln1_w, gl->ln1_b, a->dln, x_in, lt->ln1_w, la->ln1_mean,
@@ -710,7 +792,8 @@ long model_count_params(const Model *m) {
 long model_count_non_embedding(const Model *m) {
     long n = model_count_params(m);
     for (int i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].role == ROLE_TOKEN_EMBED || m->tensors[i].role == ROLE_POS_EMBED)
+        if (m->tensors[i].role == ROLE_TOKEN_EMBED || m->tensors[i].role == ROLE_LM_HEAD ||
+            m->tensors[i].role == ROLE_POS_EMBED)
             n -= m->tensors[i].numel_real;
     return n;
 }

@@ -17,8 +17,9 @@
 #include "real.h"
 
 typedef enum {
-    ROLE_TOKEN_EMBED,   /* wte, tied to the LM head */
-    ROLE_POS_EMBED,     /* wpe */
+    ROLE_TOKEN_EMBED,   /* wte, the LM head too unless untied */
+    ROLE_LM_HEAD,       /* lm_head.weight: the untied LM head (tie_embeddings false) */
+    ROLE_POS_EMBED,     /* wpe (absent with rotary positions) */
     ROLE_SINK_TOKEN,    /* the sinktoken arm's learned first position */
     ROLE_NORM_WEIGHT,   /* LayerNorm scale */
     ROLE_NORM_BIAS,     /* LayerNorm bias (ln_bias) */
@@ -51,7 +52,7 @@ typedef struct {
 } LayerTensors;
 
 typedef struct {
-    real *wte, *wpe, *sink_token, *lnf_w, *lnf_b;
+    real *wte, *lm_head, *wpe, *sink_token, *lnf_w, *lnf_b; /* lm_head, wpe: NULL when tied, rotary */
     LayerTensors *layer; /* [L] */
 } ModelTensors;
 
@@ -139,6 +140,10 @@ typedef struct Model {
     const ForwardHooks *hooks; /* NULL outside the analyses */
     int qkv_promised;     /* the layout promises each layer's qkv and vg as attention operands (model.c) */
     const GradHook *grad_hook; /* NULL unless the gradient sum overlaps the backward */
+    /* rotary_dims > 0: op_rope's table (ops.h), rows for positions
+     * [0, T + 1) (a sink token's row 0 included), op buffer; else NULL */
+    real *rope_cs;
+    int rope_rows;
 } Model;
 
 /* Builds the tensor table and allocates parameters, gradients and AdamW
@@ -195,12 +200,23 @@ AttnArgs model_attn_args(const Model *m, int l, int B, int T, const real *logbia
 void model_linear(real *out, const real *inp, const real *w, const real *b, int M, int K, int N);
 void model_gelu(const Model *m, real *out, const real *inp, long n);
 
+/* The LM head's weights [Vp, C] and their gradient: wte, or lm_head when
+ * untied (config tie_embeddings). */
+const real *model_head(const Model *m);
+real *model_head_grad(Model *m);
+/* Rotary positions (config rotary_dims): turns the q and k parts of
+ * T rows of stride 3C per sequence, for B sequences whose first row sits at
+ * position pos0 (the forward's rows, or one new token of a key-value
+ * cache); inverse turns a gradient back (ops.h, op_rope).  Nothing without
+ * rotary_dims. */
+void model_rope(const Model *m, real *qkv, int B, int T, int pos0, int inverse);
+
 /* Logits [B*T, V] (unpadded) for tests and sampling. */
 void model_logits(Model *m, const int32_t *inputs, int B, real *logits);
 
 /* Parameter counts, padding excluded. */
 long model_count_params(const Model *m);        /* everything */
-long model_count_non_embedding(const Model *m); /* minus wte and wpe */
+long model_count_non_embedding(const Model *m); /* minus wte, wpe and an untied lm_head */
 long model_count_arm_extra(const Model *m);     /* Table 4's per-arm cost, whole model */
 
 const TensorInfo *model_tensor(const Model *m, const char *name);

@@ -5,7 +5,9 @@
  * ~h^2 and rounding ~1e-16/h, so agreement to 1e-6 relative is expected; a
  * missing or wrong term shows up as an O(1) error.  Every arm again as GPT-2
  * is built (imported models): LayerNorm and linear-layer biases and the tanh
- * GELU. */
+ * GELU; and again as GPT-NeoX is (Pythia): rotary positions on half of each
+ * head, attention and MLP in parallel, an untied LM head; and a few arms
+ * with rotary positions on every dim of the study's model. */
 #include <math.h>
 
 #include "check.h"
@@ -17,9 +19,9 @@ static double loss_at(Model *m, const int32_t *in, const int32_t *tg) {
     return model_forward(m, in, tg, B, 0, 0) / (B * m->T);
 }
 
-static void check_arm(const char *arm, int ln_bias, int gpt2) {
+static void check_arm(const char *arm, int ln_bias, int form) {
     Config c = tiny_config(arm, ln_bias);
-    c.linear_bias = c.gelu_tanh = gpt2;
+    tiny_form(&c, form);
     Model m;
     char err[256];
     if (model_build(&m, &c, err, sizeof err)) {
@@ -53,15 +55,15 @@ static void check_arm(const char *arm, int ln_bias, int gpt2) {
             double e = fabs(fd - an) / (1e-9 + 1e-6 * fabs(fd));
             if (e > terr) terr = e;
             CHECK(e <= 1, "%s%s%s %s[%ld]: analytic %.12g finite difference %.12g", arm,
-                  ln_bias ? "+ln_bias" : "", gpt2 ? "+gpt2" : "", t->name, j, an, fd);
+                  ln_bias ? "+ln_bias" : "", tiny_form_name[form], t->name, j, an, fd);
         }
         if (terr > worst) {
             worst = terr;
             worst_name = t->name;
         }
     }
-    printf("gradcheck %-10s ln_bias=%d gpt2=%d: %d tensors, worst error %.3g of tolerance (%s)\n", arm,
-           ln_bias, gpt2, m.n_tensors, worst, worst_name);
+    printf("gradcheck %-10s ln_bias=%d %-5s: %d tensors, worst error %.3g of tolerance (%s)\n", arm,
+           c.ln_bias, tiny_form_name[form], m.n_tensors, worst, worst_name);
     model_free(&m);
 }
 
@@ -71,6 +73,10 @@ int main(void) {
     check_arm("baseline", 1, 0);
     check_arm("combo2", 1, 0);
     check_arm("sinktoken", 1, 0);
-    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 1, 1);
+    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 1, TINY_GPT2);
+    for (int a = 0; a < arm_count(); a++) check_arm(arm_at(a)->name, 1, TINY_NEOX);
+    check_arm("baseline", 0, TINY_ROPE);
+    check_arm("sinktoken", 0, TINY_ROPE);
+    check_arm("combo2", 0, TINY_ROPE);
     return check_finish();
 }

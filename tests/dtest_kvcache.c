@@ -25,13 +25,13 @@ static double compare(const real *a, const real *b, int n) {
     return diff / scale;
 }
 
-static void test_arm(const char *arm, int gpt2) {
+static void test_arm(const char *arm, int form) {
     char err[256];
     Config c = tiny_config(arm, 1);
     c.block_size = T;
-    c.linear_bias = c.gelu_tanh = gpt2; /* GPT-2's form, as `sgtrain import` builds it */
+    tiny_form(&c, form); /* GPT-2's or GPT-NeoX's form, as `sgtrain import` builds them */
     Model m;
-    CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s: %s", arm, err);
+    CHECK(model_build(&m, &c, err, sizeof err) == 0, "%s%s: %s", arm, tiny_form_name[form], err);
     tiny_randomize(&m, 31);
     const int V = m.V;
     int32_t seq[NSEQ * T];
@@ -45,7 +45,7 @@ static void test_arm(const char *arm, int gpt2) {
             for (int t = 0; t < P; t++) seq[b * T + t] = seq[t];
         model_logits(&m, seq, NSEQ, full);
         KvCache kv;
-        CHECK(kv_init(&kv, &m, NSEQ, err, sizeof err) == 0, "%s: %s", arm, err);
+        CHECK(kv_init(&kv, &m, NSEQ, err, sizeof err) == 0, "%s%s: %s", arm, tiny_form_name[form], err);
         kv_prefill(&kv, seq, P, got);
         double worst = compare(got, full + (size_t)(P - 1) * V, V);
         for (int t = P; t < T; t++) {
@@ -54,9 +54,9 @@ static void test_arm(const char *arm, int gpt2) {
             for (int b = 0; b < NSEQ; b++)
                 worst = fmax(worst, compare(got + (size_t)b * V, full + ((size_t)b * T + t) * V, V));
         }
-        CHECK(kv.ntok == T && kv.len == m.Tp, "%s P=%d: %d tokens in %d rows, want %d in %d", arm, P, kv.ntok,
+        CHECK(kv.ntok == T && kv.len == m.Tp, "%s%s P=%d: %d tokens in %d rows, want %d in %d", arm, tiny_form_name[form], P, kv.ntok,
               kv.len, T, m.Tp);
-        CHECK(worst < 1e-13, "%s, prompt of %d: cached logits differ from the full forward by %g relative", arm, P,
+        CHECK(worst < 1e-13, "%s%s, prompt of %d: cached logits differ from the full forward by %g relative", arm, tiny_form_name[form], P,
               worst);
         kv_free(&kv);
     }
@@ -68,6 +68,8 @@ static void test_arm(const char *arm, int gpt2) {
 int main(void) {
     check_name = "dtest_kvcache";
     for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, 0);
-    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, 1);
+    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, TINY_GPT2);
+    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, TINY_NEOX);
+    for (int i = 0; i < arm_count(); i++) test_arm(arm_at(i)->name, TINY_ROPE);
     return check_finish();
 }

@@ -107,6 +107,32 @@ for arm in baseline sinktoken combo; do
     check "diff <(grep '\"loss\"' $W/u_$arm/metrics.jsonl | sed 's/,\"tokens_per_s.*//') <(grep '\"loss\"' $W/r_$arm/metrics.jsonl | sed 's/,\"tokens_per_s.*//') >/dev/null" "$arm: resumed metrics.jsonl has the same 30 losses"
 done
 
+# --- GPT-NeoX's parts (rotary positions, parallel blocks, an untied head):
+# trained, resumed bitwise, exported with their own tensors -------------
+NX="--rotary_dims 8 --parallel_residual true --tie_embeddings false --ln_bias true --linear_bias true"
+"$SG" $T --arm combo2 $NX --iters 30 --out "$W/u_nx" 2>/dev/null
+expect 75 "stop_at reached at step 13" -- "$SG" $T --arm combo2 $NX --iters 30 --stop_at 13 --out "$W/r_nx"
+expect 0 "resuming .* at step 13" -- "$SG" $T --arm combo2 $NX --iters 30 --out "$W/r_nx"
+check '[ "$(json $W/u_nx/result.json params_crc32)" = "$(json $W/r_nx/result.json params_crc32)" ]' "rotary + parallel + untied: resumed run is bitwise identical"
+check 'python3 - "$W/u_nx/metrics.jsonl" <<'"'"'PY'"'"'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+val = [r["val_loss"] for r in rows if "val_loss" in r]
+assert len(val) == 3 and val[-1] < val[0] < math.log(512) - 0.1, val
+PY' "rotary + parallel + untied: the validation loss falls from ln 512 in 30 steps"
+"$SG" $T --arm combo2 $NX --iters 30 --stop_at 5 --out "$W/m_nx" >/dev/null 2>&1
+expect 2 "tie_embeddings: false -> true" -- "$SG" $T --arm combo2 --rotary_dims 8 --parallel_residual true --ln_bias true --linear_bias true --iters 30 --out "$W/m_nx"
+expect 0 "wrote" -- "$SG" export "$W/u_nx" -o "$W/nx.safetensors"
+if command -v python3 >/dev/null; then
+    "$SG" info --tier test --arm combo2 $NX >"$W/nx_info.json"
+    check 'python3 tests/check_export.py "$W/nx.safetensors" "$W/nx_info.json"' "rotary + untied export: names, shapes and dtypes match the model"
+    check 'grep -q "\"lm_head.weight\"" $W/nx_info.json && ! grep -q "\"wpe\"" $W/nx_info.json' "an untied head is lm_head.weight; rotary positions have no wpe"
+fi
+expect 2 "rotary_dims 7 must be even and at most the head dim 16" -- "$SG" $T --rotary_dims 7 --out "$W/x"
+expect 2 "rotary_dims 18 must be even and at most the head dim 16" -- "$SG" $T --rotary_dims 18 --out "$W/x"
+expect 2 "rotary_base: expected a number > 0" -- "$SG" $T --rotary_dims 8 --rotary_base -1 --out "$W/x"
+check '[ ! -e $W/x ]' "refused configs create no run directory"
+
 # --- a signal: checkpoint and exit 75, then resume to the same end -------
 "$SG" $T --arm sinklogit --iters 4000 --ckpt_every 0 --log_every 1 --out "$W/sig" >"$W/sig.log" 2>&1 &
 pid=$!

@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 39, "39 fields, got %d", n);
+    CHECK(n == 43, "43 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -69,7 +69,9 @@ static void test_fields(void) {
     size_t uncovered = 0;
     for (size_t b = 0; b < sizeof owner; b++) uncovered += !owner[b];
     CHECK(overlap == 0, "no two fields overlap (%d bytes do)", overlap);
-    CHECK(uncovered < 8, "every member has a field: %zu bytes uncovered", uncovered);
+    /* padding: two 4-byte gaps, each an odd run of ints before a double
+     * (rotary_dims .. tie_embeddings, auto_micro_batch) */
+    CHECK(uncovered <= 8, "every member has a field: %zu bytes uncovered", uncovered);
 
     CHECK(f[0].offset == offsetof(Config, tier), "tier is the first row");
     CHECK(config_field("nope") == NULL, "unknown key -> NULL");
@@ -99,6 +101,8 @@ static void check_common(const Config *c, const char *tier) {
     CHECK(strcmp(c->arm, "baseline") == 0, "%s arm", tier);
     CHECK(c->ln_bias == 0, "%s ln_bias", tier);
     CHECK(c->linear_bias == 0 && c->gelu_tanh == 0, "%s: no linear biases, the erf GELU (the study's model)", tier);
+    CHECK(c->rotary_dims == 0 && c->rotary_base == 10000 && c->parallel_residual == 0 && c->tie_embeddings == 1,
+          "%s: learned positions, a sequential block, the LM head tied (the study's model)", tier);
     CHECK(c->gate_beta == 8 && c->init_std == 0.02, "%s gate_beta/init_std", tier);
     CHECK(c->seed == 0, "%s seed", tier);
     CHECK(c->lr == 6e-4 && c->lr_min == 6e-5, "%s lr", tier);
@@ -676,6 +680,20 @@ static void test_validate(void) {
     CHECK_ERR(config_validate(&c, err, sizeof err), err, "lr_min 0.001 must not exceed lr 0.0006");
     c.lr_min = c.lr;
     CHECK(config_validate(&c, err, sizeof err) == 0, "lr_min == lr allowed");
+
+    /* test tier: 2 heads of 16 dims */
+    config_from_tier(&c, "test", err, sizeof err);
+    CHECK(config_set(&c, "rotary_dims", "7", err, sizeof err) == 0, "rotary_dims 7 parses: %s", err);
+    CHECK_ERR(config_validate(&c, err, sizeof err), err,
+              "rotary_dims 7 must be even and at most the head dim 16 (n_embd / n_head)");
+    c.rotary_dims = 18;
+    CHECK_ERR(config_validate(&c, err, sizeof err), err, "rotary_dims 18 must be even and at most the head dim 16");
+    c.rotary_dims = 16;
+    CHECK(config_validate(&c, err, sizeof err) == 0, "rotary_dims = head dim allowed: %s", err);
+    CHECK_ERR(config_set(&c, "rotary_dims", "-2", err, sizeof err), err, "rotary_dims: expected a non-negative integer");
+    CHECK_ERR(config_set(&c, "rotary_base", "0", err, sizeof err), err, "rotary_base: expected a number > 0");
+    CHECK_ERR(config_set(&c, "parallel_residual", "2", err, sizeof err), err, "parallel_residual: expected a boolean");
+    CHECK_ERR(config_set(&c, "tie_embeddings", "untied", err, sizeof err), err, "tie_embeddings: expected a boolean");
 
     config_from_tier(&c, "test", err, sizeof err);
     strcpy(c.arm, "nope");

@@ -27,6 +27,25 @@ static inline Config tiny_config(const char *arm, int ln_bias) {
 
 static inline double tiny_u(uint64_t key, uint64_t i) { return rng_uniform(key, i); }
 
+/* The model's optional parts, as the importers build them:
+ *   TINY_STUDY  the paper's model;
+ *   TINY_GPT2   GPT-2's: LayerNorm and linear biases, the tanh GELU;
+ *   TINY_NEOX   GPT-NeoX's (Pythia): the biases, rotary positions on half
+ *               of each head's dims, attention and MLP in parallel, an
+ *               untied LM head;
+ *   TINY_ROPE   the study's model with rotary positions on every dim. */
+enum { TINY_STUDY, TINY_GPT2, TINY_NEOX, TINY_ROPE, TINY_FORMS };
+static const char *const tiny_form_name[TINY_FORMS] = {"", "+gpt2", "+neox", "+rope"};
+
+static inline void tiny_form(Config *c, int form) {
+    c->linear_bias = form == TINY_GPT2 || form == TINY_NEOX;
+    c->gelu_tanh = form == TINY_GPT2;
+    c->rotary_dims = form == TINY_NEOX ? c->n_embd / c->n_head / 2 : form == TINY_ROPE ? c->n_embd / c->n_head : 0;
+    c->parallel_residual = form == TINY_NEOX;
+    c->tie_embeddings = form != TINY_NEOX;
+    if (form == TINY_NEOX) c->ln_bias = 1;
+}
+
 /* Values by role: large enough matrices that attention is far from uniform,
  * thresholds near the typical read norm so that gates spread over (0, 1). */
 static inline void tiny_randomize(Model *m, uint64_t seed) {
@@ -37,7 +56,7 @@ static inline void tiny_randomize(Model *m, uint64_t seed) {
         for (long j = 0; j < t->numel_real; j++) {
             double n = rng_normal(key, (uint64_t)j), u = tiny_u(key ^ 1, (uint64_t)j);
             switch (t->role) {
-            case ROLE_TOKEN_EMBED: case ROLE_POS_EMBED: case ROLE_SINK_TOKEN: p[j] = (real)(0.5 * n); break;
+            case ROLE_TOKEN_EMBED: case ROLE_LM_HEAD: case ROLE_POS_EMBED: case ROLE_SINK_TOKEN: p[j] = (real)(0.5 * n); break;
             case ROLE_MATRIX: case ROLE_MATRIX_OUT: p[j] = (real)(0.4 * n); break;
             case ROLE_NORM_WEIGHT: p[j] = (real)(1 + 0.2 * n); break;
             case ROLE_NORM_BIAS: p[j] = (real)(0.2 * n); break;

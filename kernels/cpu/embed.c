@@ -1,6 +1,7 @@
 /* Token + position embedding, with the optional sink token of the
  * `sinktoken` arm prepended at position 0 (it has no positional embedding;
- * real tokens keep positions 0..T-1).
+ * real tokens keep positions 0..T-1).  Without wpe (rotary positions) the
+ * rows are the token embeddings alone.
  *
  * The backward scatters rows into dwte by token id.  Several rows can hit the
  * same token, so threads split the *columns* and every column is summed over
@@ -18,8 +19,13 @@ void op_embed_fwd(real *out, const int32_t *tokens, const real *wte,
         if (sink)
             for (int c = 0; c < C; c++) o[c] = sink[c];
         for (int t = 0; t < T; t++) {
-            const real *e = wte + (size_t)tokens[b * T + t] * C, *p = wpe + (size_t)t * C;
+            const real *e = wte + (size_t)tokens[b * T + t] * C;
             real *y = o + (size_t)(t + off) * C;
+            if (!wpe) {
+                for (int c = 0; c < C; c++) y[c] = e[c];
+                continue;
+            }
+            const real *p = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++) y[c] = e[c] + p[c];
         }
     }
@@ -39,12 +45,14 @@ void op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *dout,
                 for (int c = c0; c < c1; c++) e[c] += g[c];
             }
     }
+    if (dwpe) {
 #pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; t++) {
-        real *p = dwpe + (size_t)t * C;
-        for (int b = 0; b < B; b++) {
-            const real *g = dout + ((size_t)b * Tp + t + off) * C;
-            for (int c = 0; c < C; c++) p[c] += g[c];
+        for (int t = 0; t < T; t++) {
+            real *p = dwpe + (size_t)t * C;
+            for (int b = 0; b < B; b++) {
+                const real *g = dout + ((size_t)b * Tp + t + off) * C;
+                for (int c = 0; c < C; c++) p[c] += g[c];
+            }
         }
     }
     if (dsink)
