@@ -372,11 +372,12 @@ bench-gpu: cuda all
 data: $(B)/sgtok
 	SGTOK=$(B)/sgtok DATA=data DL=$(B)/dl bash tools/fetch-data.sh
 
-# Regenerate the PyTorch-twin fixtures and the Hugging Face GPT-2 ones
+# Regenerate the PyTorch-twin fixtures and the Hugging Face GPT-2 and GPT-NeoX ones
 # (need torch and transformers; CI does not).
 fixtures:
 	python3 tests/twin/make_fixtures.py tests/fixtures
 	python3 tests/import/make_hf_fixture.py tests/fixtures/hf_gpt2
+	python3 tests/import/make_neox_fixture.py tests/fixtures/hf_neox
 
 clean:  # keeps what was downloaded: build/deps (MKL), build/dl (data sources), build/venv (tiktoken)
 	find $(B) -mindepth 1 -maxdepth 1 ! -name deps ! -name dl ! -name venv -exec rm -rf {} +

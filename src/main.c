@@ -12,7 +12,7 @@
 #include "dist.h"
 #include "eval.h"
 #include "generate.h"
-#include "import_gpt2.h"
+#include "import_hf.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "sampler.h"
@@ -269,7 +269,7 @@ static int cmd_import(int argc, char **argv) {
         fprintf(stderr, "sgtrain import: %s\n", err);
         return 2;
     }
-    int rc = import_gpt2(&o, err, sizeof err);
+    int rc = import_hf(&o, err, sizeof err);
     if (rc) fprintf(stderr, "sgtrain import: %s\n", err);
     return rc;
 }

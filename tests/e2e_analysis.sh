@@ -29,17 +29,19 @@ have_ref=0
 "$PY" -c 'import numpy' 2>/dev/null && have_ref=1
 check '[ $have_ref = 1 ]' "NumPy in build/venv (tools/install-deps.sh installs it)"
 # (ARM+gpt2: the arm in GPT-2's form, as `sgtrain import` builds it: linear
-# biases and the tanh GELU)
-for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2 baseline+gpt2 combo2+gpt2; do
+# biases and the tanh GELU; ARM+neox: GPT-NeoX's, rotary positions on half
+# of each head, attention and MLP in parallel, an untied head)
+for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2 baseline+gpt2 combo2+gpt2 \
+           sinktoken+neox combo2+neox; do
     d=$W/${arm/+/-}
     "$MK" --write-ckpt "$d" $arm "$W/data"
     "$SG" export "$d" -o "$d/model.safetensors" 2>/dev/null
     expect 0 "wrote .*/${arm/+/-}/analysis" -- "$SG" analyze "$d" --batches 2 --batch-size 3 --seq-len 16 --top-tokens 5 --min-count 2
-    case ${arm%+gpt2} in normgate|renorm|projgate|combo|combo2) want="exposure incidence injection probes telemetry" ;;
+    case ${arm%+*} in normgate|renorm|projgate|combo|combo2) want="exposure incidence injection probes telemetry" ;;
                  *) want="exposure incidence injection telemetry" ;; esac
     check '[ "$(cd "$d/analysis" && ls *.json | sed "s/.json//" | sort | xargs)" = "$want" ]' "$arm: analysis files $want"
     n=$(json "$d/analysis/injection.json" "len(d['results'])")
-    case ${arm%+gpt2} in projgate|combo2) nw=40 ;; *) nw=32 ;; esac
+    case ${arm%+*} in projgate|combo2) nw=40 ;; *) nw=32 ;; esac
     check '[ "$n" = $nw ]' "$arm: $nw injection conditions (got $n)"
     if [ $have_ref = 1 ]; then
         out=$("$PY" "$ROOT/tests/analysis/ref_analysis.py" "$d" "$d/model.safetensors" "$W/data" 2>&1)

@@ -39,7 +39,10 @@ G() { "$SG" generate "$@" --vocab "$V" --quiet; }
 P="The cat sat"
 
 # --- every arm against the reference ----------------------------------------------
-for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2 baseline+gpt2 combo2+gpt2; do
+# (ARM+gpt2, ARM+neox: the arm as `sgtrain import` builds GPT-2 and GPT-NeoX,
+# tests/tiny.h: the key-value cache rotates each new key at its position)
+for arm in baseline offbyone sinklogit sinktoken normgate renorm projgate combo combo2 baseline+gpt2 combo2+gpt2 \
+           baseline+neox sinktoken+neox combo2+neox; do
     d=$W/$arm
     "$MK" --write-ckpt "$d" $arm "$W/data"
     "$SG" export "$d" -o "$d/model.safetensors" 2>/dev/null

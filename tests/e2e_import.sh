@@ -35,7 +35,7 @@ A="--batches 1 --batch-size 2 --seq-len 24 --quiet"
 for v in hub saved; do
     m=$W/$v.safetensors
     n=$(json "$FX/$v/expected.json" "d['n_params']")
-    expect 0 "$v -> .*: 2 layers, 4 heads, width 32, context 24, vocabulary 97, $n parameters" -- \
+    expect 0 "$v -> .*: GPT-2, 2 layers, 4 heads, width 32, context 24, vocabulary 97, $n parameters" -- \
         "$SG" import "$FX/$v" --out "$m"
     "$SG" analyze "$m" --data "$FX/$v" --what incidence,injection --out "$W/an_$v" $A
     [ $have_py = 1 ] || continue
@@ -106,44 +106,7 @@ expect 2 "not a sinkgate checkpoint \(no SGCKPT magic\) nor a safetensors file" 
 check '[ ! -e "$W/x.safetensors" ]' "nothing written from a file that is neither"
 if [ $have_py = 1 ]; then
     # rewrite a sinkgate file: drop a tensor, add one, damage the metadata
-    mutate() {
-        "$PY" - "$@" <<'PYEOF'
-import json, struct, sys
-src, dst, what = sys.argv[1:4]
-raw = open(src, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-h = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-meta = h.pop("__metadata__", None)
-tensors = {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()}
-info = {k: (v["dtype"], v["shape"]) for k, v in h.items()}
-if what.startswith("drop:"):
-    del tensors[what[5:]]
-elif what.startswith("add:"):
-    tensors[what[4:]] = struct.pack("<f", 1.0); info[what[4:]] = ("F32", [1])
-elif what.startswith("meta:"):
-    k, v = what[5:].split("=", 1)
-    if v == "-": meta.pop(k)
-    else: meta[k] = v
-elif what.startswith("nan:"):
-    b = bytearray(tensors[what[4:]]); b[0:4] = struct.pack("<f", float("nan")); tensors[what[4:]] = bytes(b)
-elif what.startswith("i32:"):
-    info[what[4:]] = ("I32", info[what[4:]][1])
-elif what.startswith("rename:"):
-    a, b = what[7:].split("=", 1)
-    tensors[b] = tensors.pop(a); info[b] = info.pop(a)
-elif what.startswith("copy:"):
-    a, b = what[5:].split("=", 1)
-    tensors[b] = tensors[a]; info[b] = info[a]
-elif what.startswith("shape:"):
-    k = what[6:]; tensors[k] = tensors[k] + tensors[k][:4 * info[k][1][-1]]
-    info[k] = (info[k][0], [info[k][1][0] + 1] + info[k][1][1:])
-out, off = {}, 0
-if meta is not None: out["__metadata__"] = meta
-for k, t in tensors.items():
-    out[k] = {"dtype": info[k][0], "shape": info[k][1], "data_offsets": [off, off + len(t)]}; off += len(t)
-hdr = json.dumps(out).encode(); hdr += b" " * (-len(hdr) % 8)
-open(dst, "wb").write(struct.pack("<Q", len(hdr)) + hdr + b"".join(tensors.values()))
-PYEOF
-    }
+    mutate() { "$PY" "$ROOT/tests/import/st_mutate.py" "$@"; }
     mutate "$W/hub.safetensors" "$W/m1.safetensors" drop:h.1.mlp.c_fc.bias
     expect 2 "no tensor \"h.1.mlp.c_fc.bias\"" -- "$SG" analyze "$W/m1.safetensors" --data "$FX/hub" $A
     mutate "$W/hub.safetensors" "$W/m2.safetensors" add:h.0.attn.extra
@@ -181,15 +144,7 @@ check 'cmp -s "$W/self/model.safetensors" "$FX/hub/model.safetensors"' "the sour
 hf() { # NAME [KEY=VALUE...]
     local dir=$W/hf_$1; shift
     mkdir -p "$dir" && cp "$FX/hub/model.safetensors" "$dir/"
-    "$PY" - "$FX/hub/config.json" "$dir/config.json" "$@" <<'PYEOF'
-import json, sys
-c = json.load(open(sys.argv[1]))
-for kv in sys.argv[3:]:
-    k, v = kv.split("=", 1)
-    if v == "-": c.pop(k, None)
-    else: c[k] = json.loads(v)
-json.dump(c, open(sys.argv[2], "w"))
-PYEOF
+    "$PY" "$ROOT/tests/import/edit_config.py" "$FX/hub/config.json" "$dir/config.json" "$@"
     echo "$dir"
 }
 if [ $have_py = 1 ]; then
@@ -201,7 +156,7 @@ if [ $have_py = 1 ]; then
     expect 2 "cannot read it as JSON" -- "$SG" import "$d" --out "$W/b.safetensors"
     d=$(hf array); echo '[1, 2]' >"$d/config.json"
     expect 2 "not a JSON object" -- "$SG" import "$d" --out "$W/b.safetensors"
-    expect 2 "model_type \"llama\", not \"gpt2\"" -- "$SG" import "$(hf llama model_type='"llama"')" --out "$W/b.safetensors"
+    expect 2 "model_type \"llama\" is not imported \(gpt2: GPT-2; gpt_neox: GPT-NeoX, Pythia\)" -- "$SG" import "$(hf llama model_type='"llama"')" --out "$W/b.safetensors"
     expect 2 "no \"n_layer\"" -- "$SG" import "$(hf nolayer n_layer=-)" --out "$W/b.safetensors"
     expect 2 "\"n_head\" is not an integer" -- "$SG" import "$(hf headstr n_head='"4"')" --out "$W/b.safetensors"
     expect 2 "\"n_layer\" is 0, outside" -- "$SG" import "$(hf layer0 n_layer=0)" --out "$W/b.safetensors"
@@ -212,7 +167,13 @@ if [ $have_py = 1 ]; then
     expect 2 "layer_norm_epsilon 1e-06 is not supported" -- "$SG" import "$(hf eps layer_norm_epsilon=1e-6)" --out "$W/b.safetensors"
     expect 2 "\"scale_attn_by_inverse_layer_idx\": true is not supported" -- "$SG" import "$(hf inv scale_attn_by_inverse_layer_idx=true)" --out "$W/b.safetensors"
     expect 2 "\"scale_attn_weights\": false is not supported" -- "$SG" import "$(hf noscale scale_attn_weights=false)" --out "$W/b.safetensors"
-    expect 2 "\"tie_word_embeddings\": false is not supported" -- "$SG" import "$(hf untied tie_word_embeddings=false)" --out "$W/b.safetensors"
+    # an untied head (tie_word_embeddings false) is read from lm_head.weight
+    expect 2 "holds 30498 values, fewer than the 32448 parameters" -- "$SG" import "$(hf untied tie_word_embeddings=false)" --out "$W/b.safetensors"
+    d=$(hf untied2 tie_word_embeddings=false); mutate "$FX/hub/model.safetensors" "$d/model.safetensors" copy:wte.weight=lm_head.weight
+    expect 0 "32448 parameters, tanh GELU, untied LM head" -- "$SG" import "$d" --out "$W/untied.safetensors"
+    check '"$SG" analyze "$W/untied.safetensors" --data "$FX/hub" --what injection --out "$W/an_untied" $A &&
+           [ "$(json "$W/an_untied/injection.json" "d['clean_val_loss']")" = "$(json "$W/an_hub/injection.json" "d['clean_val_loss']")" ]' \
+          "an untied head equal to wte: the same loss as the tied model"
     expect 2 "\"add_cross_attention\": true is not supported" -- "$SG" import "$(hf cross add_cross_attention=true)" --out "$W/b.safetensors"
     expect 2 "tensor \"wpe.weight\" has shape \[24, 32\], expected \[30, 32\]" -- "$SG" import "$(hf ctx n_positions=30)" --out "$W/b.safetensors"
     # n_ctx when n_positions is absent (older configs)
@@ -240,7 +201,7 @@ if [ $have_py = 1 ]; then
     check 'same_tensors "$W/tied.safetensors" "$W/hub.safetensors"' "a saved lm_head equal to wte: imported as tied"
     d=$(hf headuntied); mutate "$FX/hub/model.safetensors" "$d/model.safetensors" copy:wte.weight=lm_head.weight
     mutate "$d/model.safetensors" "$d/model.safetensors" nan:lm_head.weight
-    expect 2 "lm_head.weight differs from wte.weight: an untied LM head is not supported" -- "$SG" import "$d" --out "$W/b.safetensors"
+    expect 2 "lm_head.weight differs from wte.weight, which config.json ties it to \(tie_word_embeddings\)" -- "$SG" import "$d" --out "$W/b.safetensors"
     d=$(hf trunc); head -c 5000 "$FX/hub/model.safetensors" >"$d/model.safetensors"
     expect 2 "model.safetensors" -- "$SG" import "$d" --out "$W/b.safetensors"
     check '[ ! -e "$W/b.safetensors" ]' "nothing written by any refused import"

@@ -16,7 +16,9 @@
  * the end-to-end tests and the NumPy references (tests/e2e_analysis.sh,
  * tests/e2e_generate.sh); its context is 16 tokens unless BLOCK_SIZE says.
  * ARM+gpt2 (baseline+gpt2, combo2+gpt2) builds the arm in GPT-2's form, as
- * `sgtrain import` does: LayerNorm and linear biases, the tanh GELU. */
+ * `sgtrain import` does: LayerNorm and linear biases, the tanh GELU; ARM+neox
+ * in GPT-NeoX's (rotary positions, the parallel block, an untied head), and
+ * ARM+rope the study's model with rotary positions (tiny.h, tiny_form). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,17 +470,24 @@ static void test_model(const char *arm) {
 static int write_ckpt(const char *dir, const char *arm_arg, const char *data, int block_size) {
     char err[1024], arm[64];
     snprintf(arm, sizeof arm, "%s", arm_arg);
-    char *plus = strstr(arm, "+gpt2");
-    const int gpt2 = plus != NULL;
+    /* ARM+gpt2, ARM+neox, ARM+rope: the arm in that form (tiny.h) */
+    char *plus = strchr(arm, '+');
+    int form = TINY_STUDY;
+    for (int f = 1; plus && f < TINY_FORMS; f++)
+        if (!strcmp(plus, tiny_form_name[f])) form = f;
+    if (plus && form == TINY_STUDY) {
+        fprintf(stderr, "unknown form '%s'\n", plus);
+        return 1;
+    }
     if (plus) *plus = 0;
     ShardSet ds;
     if (shardset_open(&ds, data, 0, 16, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    Config cfg = tiny_config(arm, gpt2);
-    cfg.linear_bias = cfg.gelu_tanh = gpt2;
+    Config cfg = tiny_config(arm, form != TINY_STUDY);
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.block_size = block_size;
+    tiny_form(&cfg, form);
     cfg.vocab_size = (int)ds.vocab_size;
     cfg.iters = 100; /* the header's step below: a checkpoint's step is at most its iters */
     shardset_close(&ds);

@@ -170,6 +170,12 @@ class Model:
         # GPT-2's form (sgtrain import): the tanh GELU; linear biases are
         # read where the file has them (P.get below)
         self.gelu_tanh = c.get("gelu_tanh", "false") == "true"
+        # GPT-NeoX's parts (Pythia): rotary positions on the first
+        # rotary_dims of each head's q and k, attention and MLP side by side,
+        # an untied head (lm_head.weight, read where the file has it)
+        self.rotary_dims = int(c.get("rotary_dims", "0"))
+        self.rotary_base = float(c.get("rotary_base", "10000"))
+        self.parallel = c.get("parallel_residual", "false") == "true"
 
     def phantom_logit(self, l):
         if self.zero == "phantom_learned":
@@ -203,6 +209,22 @@ def gelu(x):
 def gelu_tanh(x):
     """GPT-2's GELU 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def rope(m, x):
+    """GPT-NeoX's rotary embedding of x [B, H, S, d] at positions 0..S-1 (a
+    sink token's row is position 0): pair i < h = rd/2 of the first rd dims,
+    (x_i, x_{i+h}), turns by p / base^(2i/rd), the angle rounded to float32
+    as the reference implementation computes it."""
+    rd = m.rotary_dims
+    if not rd:
+        return x
+    h, S = rd // 2, x.shape[2]
+    inv = np.float32(1.0) / np.power(np.float32(m.rotary_base), np.arange(0, rd, 2, dtype=np.float32) / np.float32(rd))
+    a = (np.arange(S, dtype=np.float32)[:, None] * inv[None, :]).astype(np.float64)
+    c, s = np.cos(a), np.sin(a)
+    x1, x2 = x[..., :h], x[..., h:rd]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, x[..., rd:]], axis=-1)
 
 
 def linear(x, P, name):
@@ -321,7 +343,7 @@ def forward(m, inp, corrupt=None, override=None, n=0, record=None):
     {v: raw reads, g: gates, p: probabilities incl. the phantom column}."""
     P = m.p
     B, T = inp.shape
-    x = P["wte"][inp] + P["wpe"][:T][None]
+    x = P["wte"][inp] + (P["wpe"][:T][None] if "wpe" in P else 0)
     if m.zero == "token":   # the sink at position 0, no positional embedding
         x = np.concatenate([np.broadcast_to(P["sink_token"], (B, 1, m.C)), x], axis=1)
     S = x.shape[1]
@@ -331,6 +353,7 @@ def forward(m, inp, corrupt=None, override=None, n=0, record=None):
         qkv = linear(hx, P, a + "attn.c_attn")
         q, k, v = (qkv[..., i * m.C:(i + 1) * m.C].reshape(B, S, m.H, m.d).transpose(0, 2, 1, 3)
                    for i in range(3))
+        q, k = rope(m, q), rope(m, k)
         if corrupt is not None:
             v = corrupt(l, v)
         if override is None:
@@ -340,13 +363,13 @@ def forward(m, inp, corrupt=None, override=None, n=0, record=None):
         else:
             y = attention_probe(m, q, k, v, l, override, n)
         y = y.transpose(0, 2, 1, 3).reshape(B, S, m.C)
-        x = x + linear(y, P, a + "attn.c_proj")
-        hx = layer_norm(x, P[a + "ln_2.weight"], P.get(a + "ln_2.bias"))
+        r = x + linear(y, P, a + "attn.c_proj")
+        hx = layer_norm(x if m.parallel else r, P[a + "ln_2.weight"], P.get(a + "ln_2.bias"))
         act = gelu_tanh if m.gelu_tanh else gelu
-        x = x + linear(act(linear(hx, P, a + "mlp.c_fc")), P, a + "mlp.c_proj")
+        x = r + linear(act(linear(hx, P, a + "mlp.c_fc")), P, a + "mlp.c_proj")
     x = x[:, m.first:]
     x = layer_norm(x, P["ln_f.weight"], P.get("ln_f.bias"))
-    return x @ P["wte"].T
+    return x @ P.get("lm_head.weight", P["wte"]).T
 
 
 def mean_ce(logits, tgt):

@@ -1,17 +1,19 @@
-/* `sgtrain import` (import_gpt2): a Hugging Face GPT-2 directory, its
- * config.json and model.safetensors.  An input is the two files in one: a
- * little-endian u32, the length of config.json, then config.json, then
- * model.safetensors (tests/fuzz/seeds.sh packs tests/fixtures/hf_gpt2 so).
+/* `sgtrain import` (import_hf): a Hugging Face GPT-2 or GPT-NeoX directory,
+ * its config.json and model.safetensors.  An input is the two files in one:
+ * a little-endian u32, the length of config.json, then config.json, then
+ * model.safetensors (tests/fuzz/seeds.sh packs tests/fixtures/hf_gpt2 and
+ * hf_neox so).
  *
  * Property: an import that succeeds writes a sinkgate model file that
- * loads (model_from_checkpoint) as the baseline arm with GPT-2's biases,
- * at step 0, and whose parameters export again (model_write_st) to the
- * same tensors, bit for bit; one that fails says why and writes nothing. */
+ * loads (model_from_checkpoint) as the baseline arm with the families'
+ * biases, at step 0, and whose parameters export again (model_write_st) to
+ * the same tensors, bit for bit; one that fails says why and writes
+ * nothing. */
 #include "fuzz.h"
 
 #include "config.h"
 #include "fsutil.h"
-#include "import_gpt2.h"
+#include "import_hf.h"
 #include "model.h"
 #include "model_io.h"
 #include "safetensors.h"
@@ -28,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(out, sizeof out, "%s/model.safetensors", dir);
     snprintf(again, sizeof again, "%s/again.safetensors", dir);
     ImportOpts o = {src, out, 1};
-    int rc = import_gpt2(&o, err, sizeof err);
+    int rc = import_hf(&o, err, sizeof err);
     fuzz_require_message(rc, err);
     if (rc) {
         FUZZ_REQUIRE(!fs_exists(out), "a failed import (%s) wrote %s", err, out);

@@ -30,11 +30,11 @@ done
 # a model file is a model source too
 cp "$OUT/safetensors/combo2.safetensors" "$OUT/checkpoint/combo2.safetensors"
 # import: a u32 length, config.json, model.safetensors (fuzz_import.c)
-for v in hub saved; do
-    fx=tests/fixtures/hf_gpt2/$v
+for v in gpt2/hub gpt2/saved neox/hub neox/saved; do
+    fx=tests/fixtures/hf_$v s=$OUT/import/${v/\//-}
     python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<I", int(sys.argv[1])))' \
-        "$(stat -c %s "$fx/config.json")" >"$OUT/import/$v"
-    cat "$fx/config.json" "$fx/model.safetensors" >>"$OUT/import/$v"
+        "$(stat -c %s "$fx/config.json")" >"$s"
+    cat "$fx/config.json" "$fx/model.safetensors" >>"$s"
 done
 cp "$work/data/val.bin" "$OUT/shard/val.bin"
 cp "$work/data/train_000.bin" "$OUT/shard/train.bin"

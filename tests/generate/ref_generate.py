@@ -168,7 +168,7 @@ def bf16(a):
 def round_products_bf16(model):
     """The products' operands in bf16, as a GPU build reads them."""
     for k in model.p:
-        if k == "wte" or (k.endswith(".weight") and (".attn.c_" in k or ".mlp." in k)):
+        if k in ("wte", "lm_head.weight") or (k.endswith(".weight") and (".attn.c_" in k or ".mlp." in k)):
             model.p[k] = bf16(model.p[k])
     ln, gelu, gelu_tanh = ref_analysis.layer_norm, ref_analysis.gelu, ref_analysis.gelu_tanh
     ref_analysis.layer_norm = lambda x, w, b: bf16(ln(x, w, b))
