@@ -8,8 +8,8 @@
 #   - tests/emu/attention_emu_test.cpp: the attention kernels at bf16 operand
 #     rounding, as on the device, with tests/gpu/test_gpu_ops.c's tolerances;
 #   - tests/emu/ops_emu_test.cpp: LayerNorm, GELU (both forms), add, the
-#     biases, AdamW, sumsq, embeddings, gates, classifier, logits and
-#     matmul, likewise;
+#     biases, the rotary embedding, AdamW, sumsq, embeddings, gates,
+#     classifier, logits and matmul, likewise;
 # both under two scheduler seeds (EMU_SEEDS, default "1 2"): every output
 # must also repeat bitwise between them, as the kernels are deterministic
 # by design; and the streaming attention again with bf16 that keeps fp32
@@ -73,12 +73,12 @@ for op in fwd bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
 for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand promised_len params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd gelu_tanh_fwd gelu_tanh_bwd add \
-    bias_add bias_bwd embed_fwd embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
+    bias_add bias_bwd rope embed_fwd embed_bwd gate_fwd gate_bwd classifier logits adamw adamw_multi sumsq threads alloc free upload download copy zero \
     host_memory sync backend memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
 KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
-OPS="layernorm elementwise bias embed gate classifier matmul gemm weight_copies upload_staging" # $k.cu: bf16 build
+OPS="layernorm elementwise bias rope embed gate classifier matmul gemm weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
 t0=$SECONDS

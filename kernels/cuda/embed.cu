@@ -1,11 +1,12 @@
 /* Token + position embedding on the device; the CPU reference is
  * kernels/cpu/embed.c.  out[B, Tp, C]: without a sink token Tp = T and row
  * (b,t) = wte[tok[b,t]] + wpe[t]; with one, Tp = T + 1, row (b,0) = sink and
- * row (b,t+1) = wte[tok[b,t]] + wpe[t].
+ * row (b,t+1) = wte[tok[b,t]] + wpe[t].  wpe NULL (rotary positions): no
+ * positional term, the rows are copies of the token embeddings.
  *
  * Backward (all three accumulate):
  *   dwte[v] += sum of dout rows (b, t+off) over the positions with tok = v
- *   dwpe[t] += sum_b dout(b, t+off)
+ *   dwpe[t] += sum_b dout(b, t+off)    (dwpe NULL with wpe NULL: not written)
  *   dsink   += sum_b dout(b, 0)
  *
  * dwte is a scatter-add: many positions can share a token.  To make it
@@ -52,7 +53,12 @@ __global__ void embed_fwd_kernel(float *__restrict__ out, const int32_t *__restr
         return;
     }
     const int t = tp - off;
-    const float *e = wte + (long)tokens[b * T + t] * C, *p = wpe + (long)t * C;
+    const float *e = wte + (long)tokens[b * T + t] * C;
+    if (!wpe) {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = e[c];
+        return;
+    }
+    const float *p = wpe + (long)t * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = e[c] + p[c];
 }
 
@@ -138,12 +144,13 @@ embed_dwte_span_kernel(float *__restrict__ dwte, const float *__restrict__ part,
     }
 }
 
-/* i < T*C: dwpe[i] (t = i / C); T*C <= i < (T+1)*C: dsink[i - T*C]. */
+/* i < T*C: dwpe[i] (t = i / C); T*C <= i < (T+1)*C: dsink[i - T*C].
+ * Without dwpe, T*C is taken as 0: i < C is dsink[i]. */
 __global__ void embed_dwpe_kernel(float *__restrict__ dwpe, float *__restrict__ dsink,
                                   const float *__restrict__ dout, int B, int T, int Tp, int off,
                                   int C) {
     const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long TC = (long)T * C;
+    const long TC = dwpe ? (long)T * C : 0;
     const float *src;
     float *dst;
     if (i < TC) {
@@ -213,7 +220,9 @@ extern "C" void op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *do
     embed_dwte_span_kernel<<<ntiles, th, 0, st>>>(dwte, part, stok, N, C);
     CUDA_LAUNCHED();
 
-    const long nel = (long)(T + off) * C;
-    embed_dwpe_kernel<<<sg_blocks(nel, 256), 256, 0, st>>>(dwpe, dsink, dout, B, T, Tp, off, C);
-    CUDA_LAUNCHED();
+    const long nel = (long)((dwpe ? T : 0) + off) * C; /* dwpe's rows and dsink's */
+    if (nel > 0) {
+        embed_dwpe_kernel<<<sg_blocks(nel, 256), 256, 0, st>>>(dwpe, dsink, dout, B, T, Tp, off, C);
+        CUDA_LAUNCHED();
+    }
 }

@@ -1,5 +1,6 @@
 /* The CUDA ops other than attention (kernels/cuda/layernorm.cu,
- * elementwise.cu, bias.cu, embed.cu, gate.cu, classifier.cu, matmul.cu), run
+ * elementwise.cu, bias.cu, rope.cu, embed.cu, gate.cu, classifier.cu,
+ * matmul.cu), run
  * on the host emulator (tests/emu), against the CPU ops (kernels/cpu, from the
  * build's libsg.a).  Run by tests/e2e_cuda_emu.sh, which builds it; see
  * there and docs/cuda.md.
@@ -10,7 +11,9 @@
  * and tolerances, per element |emu - cpu| <= atol + rtol |cpu|:
  *   fp32 ops (LayerNorm, GELU in both forms, add, the biases, AdamW,
  *   embeddings, gates): rtol 1e-4, atol 1e-5 x max(1, the output's largest
- *   magnitude); sumsq within 1e-10 relative;
+ *   magnitude); sumsq within 1e-10 relative; the rotary embedding bitwise
+ *   the CPU's, and its inverse of its forward within 1e-6 x max(1, |x|) of
+ *   x;
  *   ops with bf16 matrix products (matmul, classifier, logits): rtol 2e-2,
  *   atol 2e-2 x the output's largest magnitude; the classifier's loss sum
  *   within 2e-3 relative.
@@ -47,6 +50,7 @@ void cuda_op_gelu_tanh_bwd(real *dinp, const real *inp, const real *dout, long n
 void cuda_op_add(real *out, const real *a, const real *b, long n);
 void cuda_op_bias_add(real *out, const real *bias, int M, int N);
 void cuda_op_bias_bwd(real *db, const real *dout, int M, int N);
+void cuda_op_rope(real *q, real *k, int ld, const real *cs, int B, int T, int H, int d, int rd, int inverse);
 void cuda_op_embed_fwd(real *out, const int32_t *tokens, const real *wte, const real *wpe, const real *sink, int B,
                        int T, int C);
 void cuda_op_embed_bwd(real *dwte, real *dwpe, real *dsink, const real *dout, const int32_t *tokens, int B, int T,
@@ -418,6 +422,63 @@ static void test_bias(int M, int N, int mis) {
     digest({&out, &db});
 }
 
+/* ---- rotary position embedding (rope.cu) ----------------------------------- */
+
+/* q and k as parts of one qkv buffer of rows ld = 3C (C = H d), q at 0 and
+ * k at C, as the model calls it; qkv ~ N(0, 1).  cs: the model's table
+ * (src/model.c, build_rope: theta = p / 10000^(2i / rd), the exponent,
+ * frequency and angle in fp32, cos and sin in double), for positions
+ * [0, pos0 + T), passed from row pos0 (a first position other than 0).
+ * The forward and the inverse against the CPU op, bitwise: each element is
+ * two products and a sum, each rounded on its own on both sides
+ * (rope.cu); the fp32 tolerance on top, for the worst error's report.
+ * Everything of qkv outside the first rd dims of q's and k's heads (the
+ * rest of each head, v, the guards) as it was; and the inverse of the
+ * forward gives x back within 1e-6 x max(1, largest |x|) (a rotation and
+ * its transpose, in fp32, with cos^2 + sin^2 = 1 to fp32's rounding). */
+static void test_rope(int B, int T, int H, int d, int rd, int pos0) {
+    const int C = H * d, ld = 3 * C, h = rd / 2, rows_cs = pos0 + T;
+    const long n = (long)B * T * ld;
+    Buf x = normal(n, 1), cs((size_t)rows_cs * rd, 0.f);
+    for (int i = 0; i < h; i++) {
+        const float e = (float)(2 * i) / (float)rd, inv = 1.0f / powf(10000.0f, e);
+        for (int p = 0; p < rows_cs; p++) {
+            const float a = (float)p * inv;
+            cs[(size_t)p * rd + i] = (float)cos((double)a);
+            cs[(size_t)p * rd + h + i] = (float)sin((double)a);
+        }
+    }
+    const Buf x0 = x, cs0 = cs;
+    const float *c = cs.p() + (size_t)pos0 * rd;
+    Buf y_r = x, y = x;
+    op_rope(y_r.p(), y_r.p() + C, ld, c, B, T, H, d, rd, 0);
+    cuda_op_rope(y.p(), y.p() + C, ld, c, B, T, H, d, rd, 0);
+    same("fwd", y, y_r, false);
+    bitwise("fwd: the CPU's bits", y, y_r);
+    long moved = 0; /* elements outside the rotated dims that changed */
+    for (long r = 0; r < (long)B * T; r++)
+        for (int e = 0; e < ld; e++) {
+            const bool rot = e < 2 * C && e % d < rd; /* q's or k's head e % C / d, dim e % d */
+            if (!rot) moved += memcmp(y.p() + r * ld + e, x0.p() + r * ld + e, sizeof(float)) != 0;
+        }
+    CHECK(moved == 0, "%s: fwd: %ld elements outside the first rd dims of q's and k's heads written", g_tag.c_str(),
+          moved);
+    Buf z_r = y_r, z = y;
+    op_rope(z_r.p(), z_r.p() + C, ld, c, B, T, H, d, rd, 1);
+    cuda_op_rope(z.p(), z.p() + C, ld, c, B, T, H, d, rd, 1);
+    same("inverse", z, z_r, false);
+    bitwise("inverse: the CPU's bits", z, z_r);
+    double scale = 1, worst = 0;
+    for (long i = 0; i < n; i++) scale = std::fmax(scale, std::fabs(x0[i]));
+    for (long i = 0; i < n; i++) worst = std::fmax(worst, std::fabs((double)z[i] - x0[i]));
+    const double bound = 1e-6 * scale;
+    g_worst = std::fmax(g_worst, worst / bound);
+    CHECK(worst <= bound, "%s: inverse(fwd(x)) off x by up to %.3g, over %.3g", g_tag.c_str(), worst, bound);
+    intact({&y, &z});
+    unchanged("cs", cs, cs0);
+    digest({&y, &z});
+}
+
 /* ---- embeddings (embed.cu) ------------------------------------------------- */
 
 /* As test_gpu_ops's test_embed: a third of the tokens below 4 (repeats),
@@ -425,8 +486,9 @@ static void test_bias(int M, int N, int mis) {
  * accumulated into random values.  skew: instead, all but every seventh
  * token is 0, so one token's positions run through several tiles of the
  * sorted order (the second dwte kernel, which test_gpu_ops's shapes, at
- * most 32 positions, never reach). */
-static void test_embed(int B, int T, int C, int V, int sink, int skew) {
+ * most 32 positions, never reach).  nopos: wpe and dwpe NULL (rotary
+ * positions), the rows the token embeddings' bits. */
+static void test_embed(int B, int T, int C, int V, int sink, int skew, int nopos = 0) {
     const int Tp = T + (sink ? 1 : 0), N = B * T;
     IBuf tok(N);
     for (int i = 0; i < N; i++) {
@@ -434,19 +496,21 @@ static void test_embed(int B, int T, int C, int V, int sink, int skew) {
         tok[i] = (int32_t)(skew ? (i % 7 ? 0 : rng_below(h, (uint64_t)V)) : rng_below(h, (uint64_t)(i % 3 ? V : 4)));
     }
     const IBuf tok0 = tok;
-    Buf wte = normal((long)V * C, 1), wpe = normal((long)T * C, 1), st = normal(sink ? C : 0, 1);
+    Buf wte = normal((long)V * C, 1), wpe = normal(nopos ? 0 : (long)T * C, 1), st = normal(sink ? C : 0, 1);
+    real *wpe_p = nopos ? nullptr : wpe.p();
     Buf dout = normal((long)B * Tp * C, 1);
     const Buf wte0 = wte, wpe0 = wpe, st0 = st, dout0 = dout;
     Buf out_r((long)B * Tp * C), out((long)B * Tp * C);
-    op_embed_fwd(out_r.p(), tok.p(), wte.p(), wpe.p(), sink ? st.p() : nullptr, B, T, C);
-    cuda_op_embed_fwd(out.p(), tok.p(), wte.p(), wpe.p(), sink ? st.p() : nullptr, B, T, C);
+    op_embed_fwd(out_r.p(), tok.p(), wte.p(), wpe_p, sink ? st.p() : nullptr, B, T, C);
+    cuda_op_embed_fwd(out.p(), tok.p(), wte.p(), wpe_p, sink ? st.p() : nullptr, B, T, C);
     same(sink ? "fwd (sink token)" : "fwd", out, out_r, false);
-    Buf dwte_r = normal((long)V * C, 1), dwpe_r = normal((long)T * C, 1), dst_r = normal(sink ? C : 0, 1);
+    if (nopos) bitwise("fwd without wpe: the CPU's bits (copies of wte rows)", out, out_r);
+    Buf dwte_r = normal((long)V * C, 1), dwpe_r = normal(nopos ? 0 : (long)T * C, 1), dst_r = normal(sink ? C : 0, 1);
     Buf dwte = dwte_r, dwpe = dwpe_r, dst = dst_r;
-    op_embed_bwd(dwte_r.p(), dwpe_r.p(), sink ? dst_r.p() : nullptr, dout.p(), tok.p(), B, T, C);
-    cuda_op_embed_bwd(dwte.p(), dwpe.p(), sink ? dst.p() : nullptr, dout.p(), tok.p(), B, T, C);
+    op_embed_bwd(dwte_r.p(), nopos ? nullptr : dwpe_r.p(), sink ? dst_r.p() : nullptr, dout.p(), tok.p(), B, T, C);
+    cuda_op_embed_bwd(dwte.p(), nopos ? nullptr : dwpe.p(), sink ? dst.p() : nullptr, dout.p(), tok.p(), B, T, C);
     same("dwte (repeated tokens, accumulated)", dwte, dwte_r, false);
-    same("dwpe (accumulated)", dwpe, dwpe_r, false);
+    if (!nopos) same("dwpe (accumulated)", dwpe, dwpe_r, false);
     if (sink) same("dsink (accumulated)", dst, dst_r, false);
     intact({&out, &dwte, &dwpe, &dst});
     CHECK(tok.v == tok0.v, "%s: tokens written", g_tag.c_str());
@@ -938,6 +1002,31 @@ int main(int argc, char **argv) {
     for (auto &s : bishape) {
         snprintf(tag, sizeof tag, "bias M%d N%d%s", s[0], s[1], s[2] ? " shifted" : "");
         run(tag, [&] { test_bias(s[0], s[1], s[2]); });
+    }
+
+    /* The rotary embedding (rope.cu): q and k in one qkv buffer (ld 3C) at
+     * B 2, T 5, H 3 with Pythia's 25% (d 64, rd 16), the whole head (d 64,
+     * rd 64) and d 128, rd 32; the 25% case again from position 3 of the
+     * table; 70 rows of 12 heads (d 64, rd 64: 768 pairs a row, three
+     * blocks across) and of 12 heads at rd 16 (192 pairs, one part-filled
+     * block); and 66,000 rows, past gridDim.y's 65,535 (the kernel's loop
+     * over rows), of one head of d 4, rd 2 */
+    const int roshape[][6] = {{2, 5, 3, 64, 16, 0},  {2, 5, 3, 64, 64, 0}, {2, 5, 3, 128, 32, 0},
+                              {2, 5, 3, 64, 16, 3},  {1, 70, 12, 64, 64, 0}, {2, 35, 12, 64, 16, 0},
+                              {1, 66000, 1, 4, 2, 0}};
+    for (auto &s : roshape) {
+        snprintf(tag, sizeof tag, "rope B%d T%d H%d d%d rd%d%s", s[0], s[1], s[2], s[3], s[4],
+                 s[5] ? " from position 3" : "");
+        run(tag, [&] { test_rope(s[0], s[1], s[2], s[3], s[4], s[5]); });
+    }
+    /* the embeddings without positions (rotary: wpe and dwpe NULL), with
+     * and without the sink token (dsink alone; nothing at all left to the
+     * position kernel), and the skewed draw through several tiles */
+    const int enshape[][6] = {{2, 16, 32, 100, 0, 0}, {3, 9, 32, 50, 1, 0}, {2, 80, 24, 5, 1, 1}};
+    for (auto &s : enshape) {
+        snprintf(tag, sizeof tag, "embed B%d T%d C%d V%d sink=%d tokens=%s no wpe", s[0], s[1], s[2], s[3], s[4],
+                 s[5] ? "skewed" : "test_gpu_ops");
+        run(tag, [&] { test_embed(s[0], s[1], s[2], s[3], s[4], s[5], 1); });
     }
 
     fclose(g_digests);

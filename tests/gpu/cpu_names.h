@@ -20,6 +20,7 @@
 #define op_add cpu_op_add
 #define op_bias_add cpu_op_bias_add
 #define op_bias_bwd cpu_op_bias_bwd
+#define op_rope cpu_op_rope
 #define op_embed_fwd cpu_op_embed_fwd
 #define op_embed_bwd cpu_op_embed_bwd
 #define op_gate_fwd cpu_op_gate_fwd

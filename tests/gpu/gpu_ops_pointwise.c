@@ -1,5 +1,6 @@
 /* test_gpu_ops: uploads, LayerNorm, the pointwise ops (GELU in both forms),
- * the linear-layer biases, AdamW, the embeddings and the value gates. */
+ * the linear-layer biases, the rotary embedding, AdamW, the embeddings and
+ * the value gates. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -222,6 +223,55 @@ void test_bias(int M, int N, int shift) {
     free(out), free(bias), free(dout), free(db);
 }
 
+/* Rotary position embedding (ops.h; kernels/cuda/rope.cu): q and k as
+ * parts of one qkv buffer of rows ld = 3C (C = H d), q at 0 and k at C, as
+ * the model calls it; qkv ~ N(0, 1); cs the model's table (src/model.c,
+ * build_rope, base 10000) for positions [0, pos0 + T), passed from row
+ * pos0.  The forward and the inverse (on the forward's output): the fp32
+ * tolerance against the CPU op and its bits (each element two products and
+ * a sum, each rounded on its own on both sides); each run twice, bitwise;
+ * and the inverse of the forward gives x back within 1e-6 x max(1, largest
+ * |x|).  The whole qkv is compared, so the rest of each head and v must
+ * come back as they were. */
+void test_rope(int B, int T, int H, int d, int rd, int pos0) {
+    const int C = H * d, ld = 3 * C, h = rd / 2, rows_cs = pos0 + T;
+    const long n = (long)B * T * ld;
+    real *x = host_rand(n, 1), *cs = malloc(sizeof(real) * (size_t)rows_cs * rd), *y = malloc(sizeof(real) * n);
+    for (int i = 0; i < h; i++) {
+        const float e = (float)(2 * i) / (float)rd, inv = 1.0f / powf(10000.0f, e);
+        for (int p = 0; p < rows_cs; p++) {
+            const float a = (float)p * inv;
+            cs[(size_t)p * rd + i] = (real)cos((double)a);
+            cs[(size_t)p * rd + h + i] = (real)sin((double)a);
+        }
+    }
+    real *cs_d = dev_of(cs, (long)rows_cs * rd), *y_d = dev_of(x, n), *y2_d = dev_of(x, n);
+    const real *c = cs + (size_t)pos0 * rd, *c_d = cs_d + (size_t)pos0 * rd;
+    memcpy(y, x, sizeof(real) * n);
+    char what[128];
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        cpu_ops.rope(y, y + C, ld, c, B, T, H, d, rd, inverse);
+        gpu_ops.rope(y_d, y_d + C, ld, c_d, B, T, H, d, rd, inverse);
+        gpu_ops.rope(y2_d, y2_d + C, ld, c_d, B, T, H, d, rd, inverse);
+        snprintf(what, sizeof what, "rope %s (B %d, T %d, H %d, d %d, rd %d%s)", inverse ? "inverse" : "fwd", B, T, H,
+                 d, rd, pos0 ? ", from position 3" : "");
+        same(what, y_d, y, n, 0);
+        real *got = back(y_d, n);
+        CHECK(!memcmp(got, y, sizeof(real) * (size_t)n), "%s: not the CPU's bits", what);
+        free(got);
+        bitwise(what, y_d, y2_d, n);
+    }
+    real *got = back(y_d, n);
+    double scale = 1, worst = 0;
+    for (long i = 0; i < n; i++) scale = fabs(x[i]) > scale ? fabs(x[i]) : scale;
+    for (long i = 0; i < n; i++) worst = fabs((double)got[i] - x[i]) > worst ? fabs((double)got[i] - x[i]) : worst;
+    CHECK(worst <= 1e-6 * scale, "%s: inverse(fwd(x)) off x by up to %.3g, over %.3g", what, worst, 1e-6 * scale);
+    free(got);
+    void *ds[] = {cs_d, y_d, y2_d};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
+    free(x), free(cs), free(y);
+}
+
 /* ---- op_adamw_multi: every tensor's AdamW in one launch --------------------
  * Segments of one buffer, as the model's tensors are, in every shape the
  * kernel distinguishes: aligned (the vector blocks) with a scalar tail, one
@@ -328,26 +378,40 @@ void test_pointwise_paths(long n) {
     for (int k = 0; k < IN; k++) free(in[k]);
 }
 
-void test_embed(int B, int T, int C, int V, int sink) {
+/* nopos: without positional embeddings (rotary positions), wpe and dwpe
+ * NULL on both sides; the forward's rows are then copies of wte's, the
+ * CPU's bits. */
+void test_embed(int B, int T, int C, int V, int sink, int nopos) {
     int Tp = T + (sink ? 1 : 0);
     int32_t *tok = malloc(sizeof *tok * (size_t)B * T);
     for (int i = 0; i < B * T; i++) tok[i] = (int32_t)rng_below(rng_key(g_key, 77, (uint64_t)i), (uint64_t)(i % 3 ? V : 4));
-    real *wte = host_rand((long)V * C, 1), *wpe = host_rand((long)T * C, 1), *st = sink ? host_rand(C, 1) : NULL;
+    real *wte = host_rand((long)V * C, 1), *wpe = nopos ? NULL : host_rand((long)T * C, 1),
+         *st = sink ? host_rand(C, 1) : NULL;
     real *out = calloc((size_t)B * Tp * C, sizeof *out), *dout = host_rand((long)B * Tp * C, 1);
-    real *dwte = host_rand((long)V * C, 1), *dwpe = host_rand((long)T * C, 1), *dst = sink ? host_rand(C, 1) : NULL;
+    real *dwte = host_rand((long)V * C, 1), *dwpe = nopos ? NULL : host_rand((long)T * C, 1),
+         *dst = sink ? host_rand(C, 1) : NULL;
     int32_t *tok_d = gpu_ops.alloc(sizeof *tok * (size_t)B * T);
     gpu_ops.upload(tok_d, tok, sizeof *tok * (size_t)B * T);
-    real *wte_d = dev_of(wte, (long)V * C), *wpe_d = dev_of(wpe, (long)T * C), *st_d = sink ? dev_of(st, C) : NULL,
-         *out_d = dev_of(out, (long)B * Tp * C), *dout_d = dev_of(dout, (long)B * Tp * C),
-         *dwte_d = dev_of(dwte, (long)V * C), *dwpe_d = dev_of(dwpe, (long)T * C), *dst_d = sink ? dev_of(dst, C) : NULL;
+    real *wte_d = dev_of(wte, (long)V * C), *wpe_d = nopos ? NULL : dev_of(wpe, (long)T * C),
+         *st_d = sink ? dev_of(st, C) : NULL, *out_d = dev_of(out, (long)B * Tp * C),
+         *dout_d = dev_of(dout, (long)B * Tp * C), *dwte_d = dev_of(dwte, (long)V * C),
+         *dwpe_d = nopos ? NULL : dev_of(dwpe, (long)T * C), *dst_d = sink ? dev_of(dst, C) : NULL;
+    char what[96];
     cpu_ops.embed_fwd(out, tok, wte, wpe, st, B, T, C);
     gpu_ops.embed_fwd(out_d, tok_d, wte_d, wpe_d, st_d, B, T, C);
-    same(sink ? "embed fwd (sink token)" : "embed fwd", out_d, out, (long)B * Tp * C, 0);
+    snprintf(what, sizeof what, "embed fwd%s%s", sink ? " (sink token)" : "", nopos ? " without wpe" : "");
+    same(what, out_d, out, (long)B * Tp * C, 0);
+    if (nopos) {
+        real *got = back(out_d, (long)B * Tp * C);
+        CHECK(!memcmp(got, out, sizeof(real) * (size_t)B * Tp * C), "%s: not the CPU's bits", what);
+        free(got);
+    }
     cpu_ops.embed_bwd(dwte, dwpe, dst, dout, tok, B, T, C);
     gpu_ops.embed_bwd(dwte_d, dwpe_d, dst_d, dout_d, tok_d, B, T, C);
-    same("embed dwte (repeated tokens, accumulated)", dwte_d, dwte, (long)V * C, 0);
-    same("embed dwpe (accumulated)", dwpe_d, dwpe, (long)T * C, 0);
-    if (sink) same("embed dsink (accumulated)", dst_d, dst, C, 0);
+    snprintf(what, sizeof what, "embed dwte (repeated tokens, accumulated)%s", nopos ? " without dwpe" : "");
+    same(what, dwte_d, dwte, (long)V * C, 0);
+    if (!nopos) same("embed dwpe (accumulated)", dwpe_d, dwpe, (long)T * C, 0);
+    if (sink) same(nopos ? "embed dsink (accumulated) without dwpe" : "embed dsink (accumulated)", dst_d, dst, C, 0);
     void *ds[] = {tok_d, wte_d, wpe_d, st_d, out_d, dout_d, dwte_d, dwpe_d, dst_d};
     for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) gpu_ops.free(ds[i]);
     free(tok), free(wte), free(wpe), free(st), free(out), free(dout), free(dwte), free(dwpe), free(dst);

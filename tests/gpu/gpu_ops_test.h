@@ -47,9 +47,10 @@ void test_residual_layernorm(int N, int C, int bias, int alias);
 void test_pointwise(long n);
 void test_gelu_tanh(long n);
 void test_bias(int M, int N, int shift);
+void test_rope(int B, int T, int H, int d, int rd, int pos0);
 void test_adamw_multi(long base);
 void test_pointwise_paths(long n);
-void test_embed(int B, int T, int C, int V, int sink);
+void test_embed(int B, int T, int C, int V, int sink, int nopos);
 void test_gate(int kind, int slot, int B, int T, int H, int d);
 /* gpu_ops_attention.c */
 void test_attention(int B, int T, int H, int d, int phantom, int logbias);

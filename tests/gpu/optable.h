@@ -21,6 +21,7 @@ typedef struct {
     void (*add)(real *, const real *, const real *, long);
     void (*bias_add)(real *, const real *, int, int);
     void (*bias_bwd)(real *, const real *, int, int);
+    void (*rope)(real *, real *, int, const real *, int, int, int, int, int, int);
     void (*embed_fwd)(real *, const int32_t *, const real *, const real *, const real *, int, int, int);
     void (*embed_bwd)(real *, real *, real *, const real *, const int32_t *, int, int, int);
     void (*gate_fwd)(real *, real *, real *, const real *, int, const GateParams *, int, int, int, int);

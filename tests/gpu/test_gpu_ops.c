@@ -3,10 +3,13 @@
  * test-gpu` (tests/gpu/run.sh).
  *
  * Tolerances, |gpu - cpu| <= atol + rtol |cpu| per element:
- *   fp32 ops (LayerNorm, GELU in both forms, add, the biases, embeddings,
- *   gates, AdamW, the explicit attention of the analyses):  atol 1e-5 scale,
- *   rtol 1e-4 (scale: the output's largest magnitude, at least 1; the bias
- *   add also bitwise, one float add an element as on the CPU)
+ *   fp32 ops (LayerNorm, GELU in both forms, add, the biases, the rotary
+ *   embedding, embeddings, gates, AdamW, the explicit attention of the
+ *   analyses):  atol 1e-5 scale, rtol 1e-4 (scale: the output's largest
+ *   magnitude, at least 1; the bias add, the rotary embedding and the
+ *   embeddings' forward without wpe also bitwise, the CPU's float
+ *   operations one for one; the rotary embedding's inverse of its forward
+ *   within 1e-6 x max(1, largest |x|) of x)
  *   ops with bf16 matrix products (matmul, classifier) and attention
  *   (bf16 tensor cores where the kernel uses them): rtol 2e-2 with atol
  *   2e-2 of the output's largest magnitude -- bf16 keeps 8 significant bits,
@@ -71,8 +74,8 @@ int main(int argc, char **argv) {
     test_bias(emulated() ? 1100 : 8192, 3072, 0);
     test_adamw_multi(0);
     test_adamw_multi(1000);
-    test_embed(2, 16, 32, 100, 0);
-    test_embed(3, 9, 32, 50, 1);
+    test_embed(2, 16, 32, 100, 0, 0);
+    test_embed(3, 9, 32, 50, 1, 0);
     for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++)
         for (int slot = 0; slot < 2; slot++) test_gate(kind, slot, 2, 17, 2, 16);
     test_gate(GATE_PROJ, SLOT_VALUE, 2, 64, 6, 64);
@@ -111,5 +114,21 @@ int main(int argc, char **argv) {
     test_classifier(256, 384, 50257, 50304);
     test_classifier_chunks(2100, 32, 100, 128, 1000); /* three chunks, the last short */
     test_classifier_chunks(300, 64, 1031, 1088, 64);
+    /* last, so that the cases before keep their inputs.  The rotary
+     * embedding: Pythia's 25% (d 64, rd 16), the whole head (rd 64), d 128
+     * with rd 32, the 25% again from position 3 of the table; 12 heads of
+     * rd 64 over 70 rows (768 pairs a row, three blocks across); and, on a
+     * GPU, 66,000 rows, past gridDim.y's 65,535 (the kernel's loop over
+     * rows; the emulated battery, tests/emu/ops_emu_test.cpp, runs it too) */
+    test_rope(2, 5, 3, 64, 16, 0);
+    test_rope(2, 5, 3, 64, 64, 0);
+    test_rope(2, 5, 3, 128, 32, 0);
+    test_rope(2, 5, 3, 64, 16, 3);
+    test_rope(1, 70, 12, 64, 64, 0);
+    if (!emulated()) test_rope(1, 66000, 1, 4, 2, 0);
+    /* the embeddings without positions (wpe and dwpe NULL: rotary), with
+     * and without the sink token */
+    test_embed(2, 16, 32, 100, 0, 1);
+    test_embed(3, 9, 32, 50, 1, 1);
     return check_finish();
 }
