@@ -353,6 +353,18 @@ static int setup(AnRun *r, char *err, size_t errlen) {
     const char *data = o->data ? o->data : r->cfg.data;
     if (shardset_open_val(&r->data, data, (uint32_t)r->cfg.vocab_size, T, err, errlen)) return -1;
     r->data_ok = 1;
+    /* an imported model knows its vocabulary: shards cut by another are
+     * other tokens under the same ids (synthetic shards carry no identity) */
+    char hex[65];
+    static const uint8_t none[32];
+    shard_sha_hex(r->data.vocab_sha256, hex);
+    if (strlen(r->cfg.vocab_sha256) == 64 && memcmp(r->data.vocab_sha256, none, 32) &&
+        strcmp(hex, r->cfg.vocab_sha256)) {
+        snprintf(err, errlen, "%s: its tokens were cut with another vocabulary (SHA-256 %.16s...) than the one the "
+                 "model's ids mean (%.16s...); prepare the shards with the model's tokenizer (docs/import.md)",
+                 data, hex, r->cfg.vocab_sha256);
+        return -1;
+    }
     snprintf(r->data_dir, sizeof r->data_dir, "%s", data);
     if (o->out) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out);
     else analysis_default_out(o->src, r->out_dir, sizeof r->out_dir);

@@ -387,7 +387,7 @@ int an_write_all(AnRun *r, char *err, size_t errlen) {
 
 int an_load_vocab(AnRun *r, char *err, size_t errlen) {
     char verr[2400];
-    const int rc = run_vocab_load(r->data_dir, r->o->vocab, r->cfg.vocab_size, &r->tok, r->vocab_path,
+    const int rc = run_vocab_load(r->data_dir, r->o->vocab, r->cfg.vocab_size, r->cfg.vocab_sha256, &r->tok, r->vocab_path,
                                   sizeof r->vocab_path, verr, sizeof verr);
     if (rc < 0 && r->o->vocab) {
         snprintf(err, errlen, "%.2000s", verr);

@@ -48,6 +48,7 @@ typedef enum {
     X(rotary_dims, CF_INT, CF_RUN, R_NONNEG, "rotary position embedding on this many leading dims of each head's queries and keys (even, at most the head dim), in place of learned positions, as GPT-NeoX's (0: learned absolute positions, the study's)") \
     X(parallel_residual, CF_BOOL, CF_RUN, R_NONE, "attention and MLP both read the block's input, x + attn(ln_1 x) + mlp(ln_2 x), as GPT-NeoX's (false: the MLP reads the sum after attention, GPT-2's)") \
     X(tie_embeddings, CF_BOOL, CF_RUN, R_NONE, "the LM head is the token embedding, as GPT-2's (false: a separate lm_head.weight, as GPT-NeoX's)") \
+    X(vocab_sha256, CF_STR, CF_RUN, R_NONE, "the SHA-256 (64 hex digits) of the vocabulary the model's token ids mean, set by sgtrain import; \"unknown\" when imported without its tokenizer; empty: the data manifest's (trained runs)") \
     X(gate_beta, CF_DOUBLE, CF_RUN, R_GT0, "norm-gate sharpness")                            \
     X(init_std, CF_DOUBLE, CF_RUN, R_GT0, "standard deviation of the weight init")           \
     X(seed, CF_LONG, CF_RUN, R_NONNEG, "seed for init and batch order")                      \
@@ -719,6 +720,10 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->n_embd % c->n_head != 0)
         return sg_fail(err, errlen, "n_embd %d is not divisible by n_head %d", c->n_embd,
                       c->n_head);
+    if (c->vocab_sha256[0] && strcmp(c->vocab_sha256, "unknown") &&
+        (strlen(c->vocab_sha256) != 64 || strspn(c->vocab_sha256, "0123456789abcdef") != 64))
+        return sg_fail(err, errlen, "vocab_sha256: expected 64 lower-case hex digits, \"unknown\" or nothing, got '%s'",
+                      c->vocab_sha256);
     if (c->rotary_dims % 2 || c->rotary_dims > c->n_embd / c->n_head)
         return sg_fail(err, errlen, "rotary_dims %d must be even and at most the head dim %d (n_embd / n_head)",
                       c->rotary_dims, c->n_embd / c->n_head);

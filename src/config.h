@@ -24,6 +24,10 @@ typedef struct {
     int rotary_dims;    /* 0: learned absolute positions (paper default; GPT-NeoX rotates queries and keys) */
     int parallel_residual; /* 0: sequential block (paper default; GPT-NeoX runs attention and MLP side by side) */
     int tie_embeddings; /* 1: the LM head is wte (paper default; GPT-NeoX unties it) */
+    /* "" (trained runs): the vocabulary is the data manifest's; 64 hex
+     * digits: the tok_sha256 of the vocabulary the model's ids mean (imported
+     * with its tokenizer); "unknown": imported without one */
+    char vocab_sha256[CFG_STR];
     double gate_beta;   /* norm-gate sharpness, 8 */
     double init_std;    /* 0.02 */
     /* training */

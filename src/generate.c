@@ -279,7 +279,7 @@ static int gen_setup(Gen *g, char *err, size_t errlen) {
     const GenOpts *o = g->o;
     if (model_from_checkpoint(&g->m, &g->cfg, &g->step, o->src, err, errlen)) return -1;
     g->model_ok = 1;
-    if (run_vocab_load(g->cfg.data, o->vocab, g->cfg.vocab_size, &g->tok, g->vocab, sizeof g->vocab, err, errlen))
+    if (run_vocab_load(g->cfg.data, o->vocab, g->cfg.vocab_size, g->cfg.vocab_sha256, &g->tok, g->vocab, sizeof g->vocab, err, errlen))
         return -1;
     size_t nbytes;
     char *text = read_prompt(o, &nbytes, err, errlen);

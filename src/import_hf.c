@@ -14,6 +14,7 @@
 #include "model.h"
 #include "model_io.h"
 #include "safetensors.h"
+#include "tokenizer.h"
 
 void import_usage(void) {
     printf("usage: sgtrain import HF_DIR|MODEL.safetensors --out FILE.safetensors [--force] [--quiet]\n"
@@ -139,6 +140,41 @@ int import_read(const StFile *f, const char *name, const TensorInfo *t, real *ds
     return st_read_real(f, name, t->ndim, shape, dst, err, errlen);
 }
 
+/* The vocabulary the model's ids mean (config vocab_sha256), from the
+ * tokenizer files beside config.json in dir: tokenizer.json (either
+ * family), GPT-2's vocab.json and merges.txt; without them GPT-2 of 50257
+ * ids is taken to be OpenAI's vocabulary (every GPT-2 checkpoint of that
+ * size on the Hub is), and anything else is "unknown".  what says which,
+ * for the summary.  0, or -1 with the reason (a damaged tokenizer file). */
+static int import_vocab(const char *dir, const ImportFamily *fam, Config *c, char *what, size_t wn, char *err,
+                        size_t errlen) {
+    char tj[4200], vj[4200], mt[4200], terr[1024];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    snprintf(vj, sizeof vj, "%s/vocab.json", dir);
+    snprintf(mt, sizeof mt, "%s/merges.txt", dir);
+    if (fs_exists(tj)) {
+        if (tok_hf_vocab_sha256(tj, c->vocab_size, c->vocab_sha256, terr, sizeof terr))
+            return sg_fail(err, errlen, "%s", terr);
+        snprintf(what, wn, "tokenizer.json's, SHA-256 %.16s...", c->vocab_sha256);
+    } else if (fam == &import_gpt2 && fs_exists(vj) && fs_exists(mt)) {
+        Tokenizer *t = tok_load_gpt2_files(vj, mt, terr, sizeof terr);
+        if (!t) return sg_fail(err, errlen, "%s", terr);
+        const uint32_t n = tok_vocab_size(t);
+        tok_sha256_hex(t, c->vocab_sha256);
+        tok_free(t);
+        if ((int)n > c->vocab_size)
+            return sg_fail(err, errlen, "%s: %u tokens, more than the model's %d", vj, n, c->vocab_size);
+        snprintf(what, wn, "vocab.json and merges.txt's, SHA-256 %.16s...", c->vocab_sha256);
+    } else if (fam == &import_gpt2 && c->vocab_size == 50257) {
+        snprintf(c->vocab_sha256, sizeof c->vocab_sha256, "%s", TOK_GPT2_SHA256);
+        snprintf(what, wn, "GPT-2's (vocab_size 50257; no tokenizer files beside config.json)");
+    } else {
+        snprintf(c->vocab_sha256, sizeof c->vocab_sha256, "unknown");
+        snprintf(what, wn, "unknown (no tokenizer files beside config.json): generate and zeroshot will refuse it");
+    }
+    return 0;
+}
+
 static const ImportFamily *const FAMILIES[] = {&import_gpt2, &import_neox};
 #define NFAMILIES (int)(sizeof FAMILIES / sizeof *FAMILIES)
 
@@ -202,7 +238,10 @@ int import_hf(const ImportOpts *o, char *err, size_t errlen) {
         return sg_fail(err, errlen, "%s is the model being imported: write elsewhere", o->out), 2;
     Config c;
     const ImportFamily *fam = NULL;
-    if (read_hf_config(cfg_path, &c, &fam, err, errlen)) return 2;
+    char vocab_what[200];
+    if (read_hf_config(cfg_path, &c, &fam, err, errlen) ||
+        import_vocab(dir, fam, &c, vocab_what, sizeof vocab_what, err, errlen))
+        return 2;
     Model m;
     if (model_describe(&m, &c, err, errlen)) return 2;
     StFile f;
@@ -246,6 +285,7 @@ int import_hf(const ImportOpts *o, char *err, size_t errlen) {
                 "%ld parameters, %s GELU%s\n",
                 o->src, o->out, fam->name, c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size,
                 model_count_params(&m), c.gelu_tanh ? "tanh" : "erf", parts);
+        fprintf(stderr, "sgtrain import: vocabulary: %s\n", vocab_what);
     }
     rc = 0;
 out:

@@ -18,12 +18,20 @@ static void manifest_vocab(const char *data_dir, char *path, size_t pathlen, cha
     json_object_put(man);
 }
 
-int run_vocab_load(const char *data_dir, const char *given, int model_vocab, Tokenizer **tok, char *path,
-                   size_t pathlen, char *err, size_t errlen) {
+int run_vocab_load(const char *data_dir, const char *given, int model_vocab, const char *model_sha, Tokenizer **tok,
+                   char *path, size_t pathlen, char *err, size_t errlen) {
     char want_sha[80] = "";
     *tok = NULL;
     path[0] = 0;
+    if (model_sha && !strcmp(model_sha, "unknown")) {
+        snprintf(err, errlen, "the model was imported without its tokenizer (tokenizer.json, or GPT-2's vocab.json "
+                              "and merges.txt, beside config.json), so the vocabulary its token ids mean is "
+                              "unknown; import it again with the tokenizer files (docs/import.md)");
+        return -1;
+    }
     manifest_vocab(data_dir, path, pathlen, want_sha, sizeof want_sha);
+    const int own = model_sha && model_sha[0]; /* the model's own identity, not its data's */
+    if (own) snprintf(want_sha, sizeof want_sha, "%s", model_sha);
     if (given) snprintf(path, pathlen, "%s", given);
     if (!path[0]) {
         snprintf(err, errlen, "no vocabulary: the run's data (%s) has no manifest naming one; give --vocab "
@@ -38,8 +46,9 @@ int run_vocab_load(const char *data_dir, const char *given, int model_vocab, Tok
     char hex[65];
     tok_sha256_hex(*tok, hex);
     if (want_sha[0] && strcmp(hex, want_sha))
-        snprintf(err, errlen, "%s is not the vocabulary the run was trained with (SHA-256 %.16s..., the data "
-                              "manifest says %.16s...)", path, hex, want_sha);
+        snprintf(err, errlen, "%s is not the vocabulary the %s (SHA-256 %.16s..., the %s says %.16s...)", path,
+                 own ? "model's token ids mean" : "run was trained with", hex, own ? "model" : "data manifest",
+                 want_sha);
     else if ((int)tok_vocab_size(*tok) > model_vocab)
         snprintf(err, errlen, "%s has %u tokens but the model only %d", path, tok_vocab_size(*tok), model_vocab);
     else

@@ -447,3 +447,117 @@ out:
     }
     return t;
 }
+
+/* The identity of a Hugging Face tokenizer.json's byte-level BPE vocabulary
+ * (tokenizer.h).  id_to_token as the tokenizers library answers it: an added
+ * token's content, else the model's vocabulary entry. */
+int tok_hf_vocab_sha256(const char *path, int max_ids, char hex[65], char *err, size_t errlen) {
+    uint32_t cp_of_byte[256];
+    uint8_t rank_to_byte[256], tb[1024];
+    int byte_of_cp[324];
+    gpt2_byte_maps(cp_of_byte, rank_to_byte);
+    for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
+    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = b;
+    json_object *root = json_object_from_file(path), *model, *vocab, *type, *added = NULL;
+    const char **str = NULL;
+    unsigned char *is_added = NULL, *txt = NULL;
+    int rc = -1;
+    if (!root || !json_object_is_type(root, json_type_object)) {
+        sg_fail(err, errlen, "%s: not a JSON object (%s)", path, root ? "wrong type" : json_util_get_last_err());
+        goto out;
+    }
+    if (!json_object_object_get_ex(root, "model", &model) || !json_object_is_type(model, json_type_object) ||
+        !json_object_object_get_ex(model, "vocab", &vocab) || !json_object_is_type(vocab, json_type_object)) {
+        sg_fail(err, errlen, "%s: no \"model\" with a \"vocab\" object: not a Hugging Face tokenizer.json", path);
+        goto out;
+    }
+    if (!json_object_object_get_ex(model, "type", &type) || !json_object_is_type(type, json_type_string) ||
+        strcmp(json_object_get_string(type), "BPE")) {
+        sg_fail(err, errlen, "%s: its model is not BPE: only byte-level BPE vocabularies have a byte form", path);
+        goto out;
+    }
+    if (json_object_object_get_ex(root, "added_tokens", &added) && !json_object_is_type(added, json_type_array))
+        added = NULL;
+    /* ids: the vocabulary's and the added tokens', each below max_ids */
+    int n = 0;
+    json_object_object_foreach(vocab, k0, v0) {
+        (void)k0;
+        int64_t id = json_object_is_type(v0, json_type_int) ? json_object_get_int64(v0) : -1;
+        if (id < 0 || id >= max_ids) {
+            sg_fail(err, errlen, "%s: token \"%.40s\" has id %s, outside the model's %d", path, k0,
+                    json_object_get_string(v0), max_ids);
+            goto out;
+        }
+        if (id + 1 > n) n = (int)id + 1;
+    }
+    const size_t na = added ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < na; i++) {
+        json_object *a = json_object_array_get_idx(added, i), *id, *content;
+        if (!json_object_object_get_ex(a, "id", &id) || !json_object_is_type(id, json_type_int) ||
+            !json_object_object_get_ex(a, "content", &content) || !json_object_is_type(content, json_type_string) ||
+            json_object_get_int64(id) < 0 || json_object_get_int64(id) >= max_ids) {
+            sg_fail(err, errlen, "%s: added token %zu has no id below %d or no content", path, i, max_ids);
+            goto out;
+        }
+        if (json_object_get_int64(id) + 1 > n) n = (int)json_object_get_int64(id) + 1;
+    }
+    str = calloc((size_t)n + 1, sizeof *str);
+    is_added = calloc((size_t)n + 1, 1); /* 1 added, 2 added and special */
+    if (!str || !is_added) {
+        sg_fail(err, errlen, "out of memory");
+        goto out;
+    }
+    json_object_object_foreach(vocab, k1, v1) str[json_object_get_int64(v1)] = k1;
+    for (size_t i = 0; i < na; i++) {
+        json_object *a = json_object_array_get_idx(added, i), *id, *content, *special;
+        json_object_object_get_ex(a, "id", &id);
+        json_object_object_get_ex(a, "content", &content);
+        const int64_t k = json_object_get_int64(id);
+        str[k] = json_object_get_string(content);
+        is_added[k] = json_object_object_get_ex(a, "special", &special) && json_object_get_boolean(special) ? 2 : 1;
+    }
+    size_t cap = 64 * (size_t)n + 64, m = 0;
+    if (!(txt = malloc(cap))) {
+        sg_fail(err, errlen, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!str[i] || is_added[i] == 2) continue;
+        const size_t sn = strlen(str[i]);
+        long b = gpt2_unmap(str[i], sn, byte_of_cp, tb, sizeof tb);
+        const uint8_t *bytes = tb;
+        if (b < 0 && is_added[i] && sn <= sizeof tb) { /* an added token's text is its UTF-8 */
+            bytes = (const uint8_t *)str[i];
+            b = (long)sn;
+        }
+        if (b < 0) {
+            sg_fail(err, errlen, "%s: token %d (\"%.40s\") is outside GPT-2's byte-to-unicode alphabet: not a "
+                    "byte-level BPE vocabulary", path, i, str[i]);
+            goto out;
+        }
+        if (m + 4 * ((size_t)b / 3 + 1) + 16 > cap) {
+            unsigned char *g = realloc(txt, cap *= 2);
+            if (!g) {
+                sg_fail(err, errlen, "out of memory");
+                goto out;
+            }
+            txt = g;
+        }
+        m += (size_t)EVP_EncodeBlock(txt + m, bytes, (int)b);
+        m += (size_t)sprintf((char *)txt + m, " %d\n", i);
+    }
+    uint8_t sha[32];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(txt, m, sha, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
+        sg_fail(err, errlen, "SHA-256 failed (OpenSSL)");
+        goto out;
+    }
+    for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", sha[i]);
+    rc = 0;
+out:
+    json_object_put(root);
+    free(str);
+    free(is_added);
+    free(txt);
+    return rc;
+}

@@ -60,6 +60,18 @@ Tokenizer *tok_load_tiktoken(const char *path, char *err, size_t errlen);
 Tokenizer *tok_load_gpt2_files(const char *encoder_json, const char *vocab_bpe, char *err,
                                size_t errlen);
 
+/* The identity (as tok_sha256's) of the vocabulary of a Hugging Face
+ * tokenizer.json with a byte-level BPE model (GPT-2's, GPT-NeoX's): every id
+ * in increasing order that is not a special added token, as tiktoken's
+ * canonical lines "BASE64(token bytes) ID\n", SHA-256 over all of them.  A
+ * token's bytes are its string mapped back through GPT-2's byte-to-unicode
+ * table; an added token whose text is outside that alphabet (Pythia's runs
+ * of spaces) is its UTF-8, as the ByteLevel decoder reads it.  Every id must
+ * be below max_ids (the model's vocabulary).  tools/hf_tokenize.py writes
+ * the same identity into the shards it cuts; for GPT-2's own tokenizer.json
+ * it is TOK_GPT2_SHA256.  0, or -1 with the reason. */
+int tok_hf_vocab_sha256(const char *path, int max_ids, char hex[65], char *err, size_t errlen);
+
 void tok_free(Tokenizer *t);
 
 uint32_t tok_vocab_size(const Tokenizer *t); /* ordinary tokens + end-of-text */

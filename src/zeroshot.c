@@ -222,7 +222,7 @@ out:
 /* ---- setting up ------------------------------------------------------------ */
 
 static int load_vocab(Zs *z, const ZsOpts *o, char *err, size_t errlen) {
-    return run_vocab_load(z->data_dir, o->vocab, z->cfg.vocab_size, &z->tok, z->vocab, sizeof z->vocab, err, errlen)
+    return run_vocab_load(z->data_dir, o->vocab, z->cfg.vocab_size, z->cfg.vocab_sha256, &z->tok, z->vocab, sizeof z->vocab, err, errlen)
                ? -1
                : 0;
 }

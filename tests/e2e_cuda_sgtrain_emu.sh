@@ -7,7 +7,8 @@
 # the same kernels.  What this shows:
 #   - every arm's loss and gradients (`sgtrain grads`, head dims 16 and 64,
 #     both attention tile kernels) against the CPU build, as test-gpu's
-#     step 2 does on a GPU (tests/gpu/compare_grads.py's tolerances);
+#     step 2 does on a GPU (tests/gpu/compare_grads.py's tolerances), and
+#     some in GPT-2's and GPT-NeoX's forms (`sgtrain import`'s models);
 #   - one emulated GPU trains like the CPU build (every loss within 2%:
 #     bf16 matrix products against fp32, as on a real GPU, test-gpu), and
 #     analyses the CPU's checkpoint like it (test-gpu's step 5);
@@ -223,6 +224,19 @@ for arm in baseline combo2; do
         job emu-gpt2-$arm-$tiles env SG_ATTN=$tiles "$EMU" "${G64[@]}" $GPT2 --arm $arm -o "$W/emu-gpt2-$arm-$tiles.st"
     done
 done
+# GPT-NeoX's form (Pythia, sgtrain import): rotary positions on a quarter of
+# each head (op_rope, in place on qkv and dqkv, which are then not
+# promised), the parallel block, an untied head (lm_head.weight)
+NEOX="--ln_bias true --linear_bias true --rotary_dims 16 --parallel_residual true --tie_embeddings false"
+for arm in baseline sinktoken combo2; do
+    # shellcheck disable=SC2086
+    job cpu-neox-$arm "$B/sgtrain" "${G64[@]}" $NEOX --arm $arm -o "$W/cpu-neox-$arm.st"
+    for tiles in wmma mma; do
+        [ $arm = sinktoken ] && [ $tiles = wmma ] && continue
+        # shellcheck disable=SC2086
+        job emu-neox-$arm-$tiles env SG_ATTN=$tiles "$EMU" "${G64[@]}" $NEOX --arm $arm -o "$W/emu-neox-$arm-$tiles.st"
+    done
+done
 for arm in baseline combo2 renorm; do
     for tiles in wmma mma; do
         job stats-$arm-$tiles env SG_ATTN=$tiles SG_MATMUL_STATS=1 "$EMU" grads --tier test --arm $arm --seed 3 \
@@ -254,6 +268,16 @@ for arm in baseline combo2; do
         n=$(head -c 8192 "$W/emu-gpt2-$arm-$tiles.st" | grep -ao '"h\.[0-9]*\.[a-z]*\.c_[a-z]*\.bias"' | sort -u | wc -l)
         check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out" && [ "$n" -ge 8 ]' \
             "d64 $arm in GPT-2's form (linear biases, tanh GELU; $n bias gradients compared, 8 expected) SG_ATTN=$tiles: loss and gradients against the CPU"$'\n'"$out"$'\n'"$(cat "$W/emu-gpt2-$arm-$tiles.log")"
+    done
+done
+for arm in baseline sinktoken combo2; do
+    for tiles in wmma mma; do
+        [ $arm = sinktoken ] && [ $tiles = wmma ] && continue
+        out=$(python3 tests/gpu/compare_grads.py "$W/cpu-neox-$arm.st" "$W/emu-neox-$arm-$tiles.st" \
+            "neox $arm $tiles" 2>&1)
+        n=$(head -c 8192 "$W/emu-neox-$arm-$tiles.st" | grep -aoE '"(lm_head.weight|wpe)"' | sort -u | xargs)
+        check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out" && [ "$n" = lm_head.weight ]' \
+            "d64 $arm in GPT-NeoX's form (rotary on 16 of 64 dims, parallel block, untied head: $n) SG_ATTN=$tiles: loss and gradients against the CPU"$'\n'"$out"$'\n'"$(cat "$W/emu-neox-$arm-$tiles.log")"
     done
 done
 echo "grads: $(ls "$W"/emu-*.st | wc -l) emulated runs against the CPU build"

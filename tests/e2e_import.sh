@@ -202,6 +202,14 @@ if [ $have_py = 1 ]; then
     d=$(hf headuntied); mutate "$FX/hub/model.safetensors" "$d/model.safetensors" copy:wte.weight=lm_head.weight
     mutate "$d/model.safetensors" "$d/model.safetensors" nan:lm_head.weight
     expect 2 "lm_head.weight differs from wte.weight, which config.json ties it to \(tie_word_embeddings\)" -- "$SG" import "$d" --out "$W/b.safetensors"
+    # GPT-2's vocab.json and merges.txt beside config.json give the model its
+    # vocabulary (config vocab_sha256); they must fit its ids
+    d=$(hf tokfiles); "$PY" "$ROOT/tests/tok/make_gpt2_files.py" "$ROOT/data/vocab/gpt2.tiktoken" "$W/g2" >/dev/null &&
+        cp "$W/g2/encoder.json" "$d/vocab.json" && cp "$W/g2/vocab.bpe" "$d/merges.txt"
+    expect 2 "vocab.json: 50257 tokens, more than the model's 97" -- "$SG" import "$d" --out "$W/b.safetensors"
+    echo '#version: 0.2' >"$d/merges.txt"; echo 'x y z' >>"$d/merges.txt"
+    expect 2 "merges.txt:2: expected a merge" -- "$SG" import "$d" --out "$W/b.safetensors"
+    expect 0 "vocabulary: unknown \(no tokenizer files beside config.json\)" -- "$SG" import "$FX/hub" --out "$W/unk.safetensors"
     d=$(hf trunc); head -c 5000 "$FX/hub/model.safetensors" >"$d/model.safetensors"
     expect 2 "model.safetensors" -- "$SG" import "$d" --out "$W/b.safetensors"
     check '[ ! -e "$W/b.safetensors" ]' "nothing written by any refused import"

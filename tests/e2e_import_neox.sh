@@ -151,4 +151,56 @@ if [ $have_py = 1 ]; then
     expect 2 "holds a value that is not finite" -- "$SG" import "$d" --out "$o"
     check '[ ! -e "$o" ]' "nothing written by any refused import"
 fi
+
+# --- the vocabulary the model's ids mean (config vocab_sha256) ----------------
+# a tokenizer.json beside config.json gives the model its vocabulary's
+# identity (tok_hf_vocab_sha256, as tools/hf_tokenize.py's); without one a
+# GPT-NeoX import's is "unknown", and generate and zeroshot refuse it
+cfgval() { # MODEL.safetensors KEY: the value in its saved config
+    "$PY" -c "
+import json, struct, sys
+raw = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+c = json.loads(raw[8:8 + n])['__metadata__']['config']
+print([l.split(': ', 1)[1].strip('\"') for l in c.splitlines() if l.startswith(sys.argv[2] + ':')][0])" "$1" "$2"
+}
+if [ $have_py = 1 ]; then
+    check '[ "$(cfgval "$W/hub.safetensors" vocab_sha256)" = unknown ]' "imported without tokenizer files: vocab_sha256 unknown"
+    expect 2 "imported without its tokenizer \(tokenizer.json, or GPT-2's vocab.json and merges.txt" -- \
+        "$SG" generate "$W/hub.safetensors" --vocab "$ROOT/data/vocab/gpt2.tiktoken" --prompt "a" --quiet
+    # a small byte-level BPE tokenizer.json: 3 ordinary tokens, <|endoftext|> special, two spaces added
+    d=$(nx hub tok)
+    cat >"$d/tokenizer.json" <<'JSON'
+{"version": "1.0", "added_tokens": [{"id": 3, "content": "<|endoftext|>", "special": true},
+ {"id": 4, "content": "  ", "special": false}],
+ "model": {"type": "BPE", "vocab": {"a": 0, "\u0120": 1, "\u0120a": 2, "<|endoftext|>": 3}, "merges": ["\u0120 a"]}}
+JSON
+    want=$("$PY" -c "
+import base64, hashlib
+lines = [(b'a', 0), (b' ', 1), (b' a', 2), (b'  ', 4)]
+print(hashlib.sha256(b''.join(base64.b64encode(t) + b' %d\n' % i for t, i in lines)).hexdigest())")
+    expect 0 "vocabulary: tokenizer.json's, SHA-256 ${want:0:16}" -- "$SG" import "$d" --out "$W/tok.safetensors"
+    check '[ "$(cfgval "$W/tok.safetensors" vocab_sha256)" = "$want" ]' \
+        "vocab_sha256: the tokenizer.json's ids in order, specials left out, bytes through GPT-2's map, an added token's UTF-8"
+    expect 2 "gpt2.tiktoken is not the vocabulary the model's token ids mean \(SHA-256 306cd27f03c1a714..., the model says ${want:0:16}" -- \
+        "$SG" generate "$W/tok.safetensors" --vocab "$ROOT/data/vocab/gpt2.tiktoken" --prompt "a" --quiet
+    # shards cut with another vocabulary are refused by analyze (synthetic ones carry none)
+    mkdir -p "$W/other"
+    "$PY" -c "
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read()); b[32:64] = bytes(range(1, 33)); open(sys.argv[2], 'wb').write(b)" \
+        "$FX/hub/val.bin" "$W/other/val.bin"
+    expect 2 "its tokens were cut with another vocabulary \(SHA-256 0102030405060708...\) than the one the model's ids mean \(${want:0:16}" -- \
+        "$SG" analyze "$W/tok.safetensors" --data "$W/other" --what injection --out "$W/an_other" $A
+    expect 0 "" -- "$SG" analyze "$W/hub.safetensors" --data "$W/other" --what injection --out "$W/an_other" $A
+    # damaged tokenizer files: exit 2, nothing written
+    d=$(nx hub tokbad); echo '{"model": {"type": "BPE"}}' >"$d/tokenizer.json"
+    expect 2 "tokenizer.json: no \"model\" with a \"vocab\" object" -- "$SG" import "$d" --out "$o"
+    d=$(nx hub tokwp); echo '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}' >"$d/tokenizer.json"
+    expect 2 "its model is not BPE" -- "$SG" import "$d" --out "$o"
+    d=$(nx hub tokbig); echo '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 97}}}' >"$d/tokenizer.json"
+    expect 2 "token \"b\" has id 97, outside the model's 97" -- "$SG" import "$d" --out "$o"
+    d=$(nx hub tokuni); echo '{"model": {"type": "BPE", "vocab": {"a": 0, "\u4e00": 1}}}' >"$d/tokenizer.json"
+    expect 2 "token 1 .* is outside GPT-2's byte-to-unicode alphabet" -- "$SG" import "$d" --out "$o"
+    check '[ ! -e "$o" ]' "nothing written by a refused tokenizer"
+fi
 finish

@@ -50,7 +50,7 @@ static size_t type_size(ConfigType t) {
 static void test_fields(void) {
     int n = 0;
     const ConfigField *f = config_fields(&n);
-    CHECK(n == 43, "43 fields, got %d", n);
+    CHECK(n == 44, "44 fields, got %d", n);
 
     /* Every byte of Config except padding belongs to exactly one field. */
     unsigned char owner[sizeof(Config)];
@@ -694,6 +694,18 @@ static void test_validate(void) {
     CHECK_ERR(config_set(&c, "rotary_base", "0", err, sizeof err), err, "rotary_base: expected a number > 0");
     CHECK_ERR(config_set(&c, "parallel_residual", "2", err, sizeof err), err, "parallel_residual: expected a boolean");
     CHECK_ERR(config_set(&c, "tie_embeddings", "untied", err, sizeof err), err, "tie_embeddings: expected a boolean");
+    config_from_tier(&c, "test", err, sizeof err);
+    CHECK(c.vocab_sha256[0] == 0, "a trained run's vocabulary is its data manifest's (vocab_sha256 empty)");
+    const char *sha_ok[] = {"unknown", "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(config_set(&c, "vocab_sha256", sha_ok[i], err, sizeof err) == 0 && config_validate(&c, err, sizeof err) == 0,
+              "vocab_sha256 %s: %s", sha_ok[i], err);
+    }
+    const char *sha_bad[] = {"306CD27F03C1A714ECA7108E03D66B7DC042ABE8C258B44C199A7ED9838DD930", "306cd27f", "gpt2"};
+    for (int i = 0; i < 3; i++) {
+        config_set(&c, "vocab_sha256", sha_bad[i], err, sizeof err);
+        CHECK_ERR(config_validate(&c, err, sizeof err), err, "vocab_sha256: expected 64 lower-case hex digits");
+    }
 
     config_from_tier(&c, "test", err, sizeof err);
     strcpy(c.arm, "nope");

@@ -6,7 +6,8 @@
 #  2. every arm's full forward and backward against the CPU on tiny configs
 #     (head dims 16 and 64): the loss and every gradient tensor
 #     (sgtrain grads + tests/gpu/compare_grads.py); baseline and combo2 again
-#     in GPT-2's form (linear biases, tanh GELU: `sgtrain import`'s models);
+#     in GPT-2's form (linear biases, tanh GELU) and GPT-NeoX's (rotary
+#     positions, the parallel block, an untied head): `sgtrain import`'s models;
 #  3. a 50-step loss trajectory of four arms against the CPU (each step's
 #     loss within 2% relative: bf16 matmuls versus fp32);
 #  4. determinism of training: two CUDA runs give the same parameters bit for
@@ -90,6 +91,21 @@ for arm in baseline combo2; do
         # shellcheck disable=SC2086
         SG_ATTN=$tiles "$CB/sgtrain" grads $gpt2 --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-gpt2-$arm-$tiles.st" >/dev/null
         out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-gpt2-$arm.st" "$W/gpu-gpt2-$arm-$tiles.st" "gpt2 $arm $tiles" 2>&1)
+        if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
+        tail -n 1 <<<"$out"
+    done
+done
+
+# GPT-NeoX's form (Pythia): rotary positions on a quarter of each head, the
+# parallel block, an untied head
+neox="--tier test --n_embd 128 --n_head 2 --block_size 64 --ln_bias true --linear_bias true --rotary_dims 16 --parallel_residual true --tie_embeddings false"
+for arm in baseline sinktoken combo2; do
+    # shellcheck disable=SC2086
+    "$B/sgtrain" grads $neox --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-neox-$arm.st" >/dev/null
+    for tiles in wmma mma; do
+        # shellcheck disable=SC2086
+        SG_ATTN=$tiles "$CB/sgtrain" grads $neox --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-neox-$arm-$tiles.st" >/dev/null
+        out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-neox-$arm.st" "$W/gpu-neox-$arm-$tiles.st" "neox $arm $tiles" 2>&1)
         if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
         tail -n 1 <<<"$out"
     done
