@@ -38,6 +38,13 @@ int run_vocab_load(const char *data_dir, const char *given, int model_vocab, con
                               "(GPT-2's, data/vocab/gpt2.tiktoken after `make data`)", data_dir);
         return 1;
     }
+    const size_t pn = strlen(path);
+    if (pn >= 5 && !strcmp(path + pn - 5, ".json")) { /* tools/hf_tokenize.py's manifests name one */
+        snprintf(err, errlen, "%s%s is a Hugging Face tokenizer.json, which sinkgate's tokenizer does not read "
+                              "(tiktoken's format only), so token ids cannot be turned into text and back "
+                              "(docs/import.md)", given ? "--vocab: " : "", path);
+        return -1;
+    }
     char terr[2200];
     if (!(*tok = tok_load_tiktoken(path, terr, sizeof terr))) {
         snprintf(err, errlen, "%s%.2000s", given ? "--vocab: " : "", terr);

@@ -183,6 +183,8 @@ print(hashlib.sha256(b''.join(base64.b64encode(t) + b' %d\n' % i for t, i in lin
         "vocab_sha256: the tokenizer.json's ids in order, specials left out, bytes through GPT-2's map, an added token's UTF-8"
     expect 2 "gpt2.tiktoken is not the vocabulary the model's token ids mean \(SHA-256 306cd27f03c1a714..., the model says ${want:0:16}" -- \
         "$SG" generate "$W/tok.safetensors" --vocab "$ROOT/data/vocab/gpt2.tiktoken" --prompt "a" --quiet
+    expect 2 "--vocab: .*/tokenizer.json is a Hugging Face tokenizer.json, which sinkgate's tokenizer does not read" -- \
+        "$SG" generate "$W/tok.safetensors" --vocab "$W/nx_tok/tokenizer.json" --prompt "a" --quiet
     # shards cut with another vocabulary are refused by analyze (synthetic ones carry none)
     mkdir -p "$W/other"
     "$PY" -c "

@@ -8,7 +8,8 @@
 #   libyaml-dev libjson-c-dev zlib1g-dev   config/sweep YAML, safetensors headers, checkpoint CRCs
 #   libpcre2-dev libssl-dev      GPT-2's pre-tokenizer pattern (PCRE2), SHA-256 of vocabularies
 #   python3 python3-pip python3-venv   test references: the export check, tiktoken in
-#                                build/venv (the tokenizer's reference); fetching MKL and data
+#                                build/venv (the tokenizer's reference), tokenizers there
+#                                (tools/hf_tokenize.py); fetching MKL and data
 #   openmpi-bin libopenmpi-dev   data parallelism on the CPU (mpirun -n N sgtrain; make finds it)
 #   gnuplot-nox                  the report's figures (sgreport: PNG via pngcairo, and SVG)
 #   procps                       pgrep, which the tests use to see that no stopped task is left running
@@ -22,13 +23,15 @@ for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 # The test references in a venv (Debian's Python refuses system-wide pip
-# installs): tiktoken, which the tokenizer tests compare against, and NumPy,
-# which the analyses' reference (tests/analysis/ref_analysis.py) computes with.
+# installs): tiktoken, which the tokenizer tests compare against, NumPy,
+# which the analyses' reference (tests/analysis/ref_analysis.py) computes with,
+# and Hugging Face's tokenizers, which tools/hf_tokenize.py (data for imported
+# Pythia models) encodes with and tests/e2e_hf_tokenize.sh checks against sgtok.
 venv() {
     local v; v="$(dirname "$0")/../build/venv"
-    "$v/bin/python" -c 'import tiktoken, numpy' 2>/dev/null && return 0
-    echo "install-deps: tiktoken and numpy into build/venv" >&2
-    python3 -m venv "$v" && "$v/bin/pip" install -q --disable-pip-version-check tiktoken==0.14.0 numpy==2.3.5
+    "$v/bin/python" -c 'import tiktoken, numpy, tokenizers' 2>/dev/null && return 0
+    echo "install-deps: tiktoken, numpy and tokenizers into build/venv" >&2
+    python3 -m venv "$v" && "$v/bin/pip" install -q --disable-pip-version-check tiktoken==0.14.0 numpy==2.3.5 tokenizers==0.23.3
 }
 fetch_mkl() { bash "$(dirname "$0")/fetch-mkl.sh"; venv; }
 [ -z "$missing" ] && { fetch_mkl; exit 0; }
