@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Table 12's incidence survey on a full-size GPT-2 (124M: 12 layers, 12
-# heads, width 768, context 1024), sinkgate against Hugging Face
-# transformers in one run: `sgtrain import`, then `sgtrain analyze --what
-# incidence` on the paper's 16 blocks of 1024 tokens (2 batches of 8), and
-# tests/bench/hf_incidence.py (transformers' eager GPT-2 with its attention
-# probabilities, the statistics in torch) on the same windows.  The model is
-# GPT-2's shape with random weights, written in the Hub's layout (the real
-# checkpoints cannot be downloaded here): the work does not depend on the
-# values.  Both sides' per-head values are compared, so the figures time the
-# same measurement.  BENCH_ONLY=import bash tests/bench/run.sh runs it.
+# heads, width 768, context 1024) and Pythia-160m (GPT-NeoX: the same
+# trunk with rotary positions on a quarter of each head, attention and MLP
+# in parallel, an untied head, vocabulary 50304), sinkgate against Hugging
+# Face transformers in one run: `sgtrain import`, then `sgtrain analyze
+# --what incidence` on the paper's 16 blocks of 1024 tokens (2 batches of
+# 8), and tests/bench/hf_incidence.py (transformers' eager model with its
+# attention probabilities, the statistics in torch) on the same windows.
+# The models have their shapes with random weights, written in the Hub's
+# layouts (the real checkpoints cannot be downloaded here): the work does
+# not depend on the values.  Both sides' per-head values are compared, so
+# the figures time the same measurement.  BENCH_ONLY=import bash
+# tests/bench/run.sh runs it.
 #
 #   bash tests/bench/bench_import.sh [BUILD_DIR]
 #
 # BENCH_IMPORT_DATA (default data/demo-gpt2) holds val.bin; BENCH_THREADS
 # the threads of both sides.  transformers comes from BENCH_TORCH_PY (a
 # python with torch and transformers); without it only sinkgate is timed.
-# Results: $OUT (default BUILD_DIR/bench-results)/import.{txt,json}.
+# Results: $OUT (default BUILD_DIR/bench-results)/import.{txt,json} (GPT-2)
+# and import-neox.{txt,json} (Pythia).
 set -u
 B=${1:-build}
 OUT=${OUT:-$B/bench-results}
@@ -72,23 +76,78 @@ json.dump({"model_type": "gpt2", "n_layer": L, "n_head": H, "n_embd": C, "n_posi
            "architectures": ["GPT2LMHeadModel"]}, open(out + "/config.json", "w"))
 PYEOF
 fi
-echo "=== Table 12's survey on GPT-2 124M (random weights): sgtrain against transformers, 16 x 1024 tokens, $THREADS thread(s)${PY:+, torch $("$PY" -c 'import torch; print(torch.__version__)'), transformers $("$PY" -c 'import transformers; print(transformers.__version__)')} ==="
-m=$OUT/import-models/gpt2-random.safetensors
-t0=$(date +%s.%N)
-"$SG" import "$hf" --out "$m" --force --quiet || { echo "sgtrain import failed"; exit 1; }
-t_import=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$(date +%s.%N)")
-an=$OUT/import-analysis
-"$SG" analyze "$m" --what incidence --data "$DATA" --batches 2 --batch-size 8 --seq-len 1024 --threads "$THREADS" \
-    --out "$an" --quiet >/dev/null || { echo "sgtrain analyze failed"; exit 1; }
-if [ -n "$PY" ]; then
-    "$PY" tests/bench/hf_incidence.py "$hf" "$DATA" --batches 2 --batch-size 8 --seq-len 1024 --threads "$THREADS" \
-        --json "$OUT/import-hf.json" 2>"$OUT/import-hf.log" || { echo "hf_incidence.py failed:"; tail -n 5 "$OUT/import-hf.log"; exit 1; }
+hfn=$OUT/import-models/pythia160m-random
+if [ ! -s "$hfn/model.safetensors" ]; then
+    mkdir -p "$hfn"
+    "$NPY" - "$hfn" <<'PYEOF' || { echo "making the model failed"; exit 1; }
+# Pythia-160m's config (the Pythia repositories' keys) and tensors (nn.Linear
+# [out, in], query_key_value head-major, embed_out untied), random, as above
+import json, struct, sys
+import numpy as np
+out = sys.argv[1]
+L, H, C, T, V = 12, 12, 768, 2048, 50304
+rng = np.random.default_rng(1)
+t = {"gpt_neox.embed_in.weight": rng.normal(0, 0.05, (V, C)), "embed_out.weight": rng.normal(0, 0.05, (V, C)),
+     "gpt_neox.final_layer_norm.weight": 1 + rng.normal(0, 0.1, C),
+     "gpt_neox.final_layer_norm.bias": rng.normal(0, 0.05, C)}
+for l in range(L):
+    p = f"gpt_neox.layers.{l}."
+    for n, shape in (("attention.query_key_value", (3 * C, C)), ("attention.dense", (C, C)),
+                     ("mlp.dense_h_to_4h", (4 * C, C)), ("mlp.dense_4h_to_h", (C, 4 * C))):
+        t[p + n + ".weight"] = rng.normal(0, 0.05, shape)
+        t[p + n + ".bias"] = rng.normal(0, 0.05, shape[0])
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t[p + n + ".weight"] = 1 + rng.normal(0, 0.1, C)
+        t[p + n + ".bias"] = rng.normal(0, 0.05, C)
+head, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+for k, v in t.items():
+    b = v.astype("<f4").tobytes()
+    head[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
+    off += len(b)
+    blobs.append(b)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+with open(out + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    for b in blobs:
+        f.write(b)
+json.dump({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "num_hidden_layers": L,
+           "num_attention_heads": H, "hidden_size": C, "intermediate_size": 4 * C, "max_position_embeddings": T,
+           "vocab_size": V, "hidden_act": "gelu", "layer_norm_eps": 1e-5, "rotary_pct": 0.25,
+           "rotary_emb_base": 10000, "use_parallel_residual": True, "tie_word_embeddings": False},
+          open(out + "/config.json", "w"))
+PYEOF
 fi
-python3 - "$an/incidence.json" "$OUT/import-hf.json" "$t_import" "$OUT/import.json" <<'PYEOF' | tee "$OUT/import.txt"
+# the same windows under Pythia's vocabulary size (every token below 50257 < 50304)
+DATAN=$OUT/import-models/val-50304
+mkdir -p "$DATAN"
+python3 - "$DATA/val.bin" "$DATAN/val.bin" <<'PYEOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<I", b, 20, 50304)
+b[32:64] = bytes(32)  # no vocabulary identity: the model has none either
+open(sys.argv[2], "wb").write(b)
+PYEOF
+survey() { # NAME HF_DIR DATA_DIR PARAMS_TEXT RESULT_STEM
+    local name=$1 hf=$2 data=$3 what=$4 stem=$5
+    echo "=== Table 12's survey on $name (random weights): sgtrain against transformers, 16 x 1024 tokens, $THREADS thread(s)${PY:+, torch $("$PY" -c 'import torch; print(torch.__version__)'), transformers $("$PY" -c 'import transformers; print(transformers.__version__)')} ==="
+    local m an t0 t_import
+    m=$OUT/import-models/$(basename "$hf").safetensors an=$OUT/$stem-analysis
+    t0=$(date +%s.%N)
+    "$SG" import "$hf" --out "$m" --force --quiet || { echo "sgtrain import failed"; return 1; }
+    t_import=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$(date +%s.%N)")
+    "$SG" analyze "$m" --what incidence --data "$data" --batches 2 --batch-size 8 --seq-len 1024 --threads "$THREADS" \
+        --out "$an" --quiet >/dev/null || { echo "sgtrain analyze failed"; return 1; }
+    rm -f "$OUT/$stem-hf.json"
+    if [ -n "$PY" ]; then
+        "$PY" tests/bench/hf_incidence.py "$hf" "$data" --batches 2 --batch-size 8 --seq-len 1024 --threads "$THREADS" \
+            --json "$OUT/$stem-hf.json" 2>"$OUT/$stem-hf.log" || { echo "hf_incidence.py failed:"; tail -n 5 "$OUT/$stem-hf.log"; return 1; }
+    fi
+    python3 - "$an/incidence.json" "$OUT/$stem-hf.json" "$t_import" "$OUT/$stem.json" "$what" <<'PYEOF' | tee "$OUT/$stem.txt"
 import json, os, sys
 sg = json.load(open(sys.argv[1]))
 row = {"import_s": float(sys.argv[3]), "sinkgate_s": sg["setup"]["seconds"], "threads": sg["setup"]["threads"]}
-print(f"sgtrain import: {row['import_s']:.2f} s (124,439,808 parameters, 498 MB)")
+print(f"sgtrain import: {row['import_s']:.2f} s ({sys.argv[5]})")
 line = f"sgtrain analyze --what incidence: {row['sinkgate_s']:.2f} s"
 if os.path.exists(sys.argv[2]):
     hf = json.load(open(sys.argv[2]))
@@ -107,3 +166,8 @@ if os.path.exists(sys.argv[2]):
 print(line)
 json.dump(row, open(sys.argv[4], "w"), indent=1)
 PYEOF
+}
+rc=0
+survey "GPT-2 124M" "$hf" "$DATA" "124,439,808 parameters, 498 MB" import || rc=1
+survey "Pythia-160m" "$hfn" "$DATAN" "162,322,944 parameters, 649 MB" import-neox || rc=1
+exit $rc

@@ -1,8 +1,9 @@
 """Appendix F's incidence survey the way a researcher would run it without
-sinkgate: Hugging Face transformers' GPT-2 (eager attention, which returns
-its probabilities), the values taken from c_attn's output by a forward
-hook, and the statistics in torch, as docs/analysis.md ("Incidence")
-defines them.  For tests/bench/bench_import.sh, which times it against
+sinkgate: Hugging Face transformers' GPT-2 or GPT-NeoX (eager attention,
+which returns its probabilities), the values taken from the QKV
+projection's output by a forward hook (GPT-NeoX's rows are head-major,
+[q_h | k_h | v_h] per head), and the statistics in torch, as
+docs/analysis.md ("Incidence") defines them.  For tests/bench/bench_import.sh, which times it against
 `sgtrain analyze --what incidence` on the same windows.
 
     python hf_incidence.py HF_DIR DATA_DIR --batches N --batch-size B --seq-len T
@@ -39,13 +40,22 @@ def main():
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    from transformers import GPT2LMHeadModel
-    m = GPT2LMHeadModel.from_pretrained(a.hf_dir, attn_implementation="eager").float().eval()
-    L, H, C = m.config.n_layer, m.config.n_head, m.config.n_embd
-    d = C // H
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(a.hf_dir, attn_implementation="eager").float().eval()
+    c = m.config
     vals = {}
-    for l, blk in enumerate(m.transformer.h):
-        blk.attn.c_attn.register_forward_hook(lambda mod, inp, out, l=l: vals.__setitem__(l, out[..., 2 * C:]))
+    if c.model_type == "gpt_neox":
+        L, H, C = c.num_hidden_layers, c.num_attention_heads, c.hidden_size
+        d = C // H
+        for l, blk in enumerate(m.gpt_neox.layers):
+            blk.attention.query_key_value.register_forward_hook(
+                lambda mod, inp, out, l=l: vals.__setitem__(
+                    l, out.view(*out.shape[:-1], H, 3 * d)[..., 2 * d:].reshape(*out.shape[:-1], C)))
+    else:
+        L, H, C = c.n_layer, c.n_head, c.n_embd
+        d = C // H
+        for l, blk in enumerate(m.transformer.h):
+            blk.attn.c_attn.register_forward_hook(lambda mod, inp, out, l=l: vals.__setitem__(l, out[..., 2 * C:]))
     val = read_val(a.data_dir)
     z = lambda: torch.zeros(L, H, dtype=torch.float64)
     rows, sink = z(), z()

@@ -22,8 +22,9 @@
 #  5b. `sgtrain generate` against PyTorch with a hand-written key-value cache
 #     and nanoGPT's cacheless generate (tests/bench/bench_generate.sh,
 #     tests/bench/torch_generate.py): greedy tokens/s at 10M and 124M.
-#  5c. Table 12's incidence survey on a GPT-2 124M imported with `sgtrain
-#     import`, against transformers on the same 16 x 1024 tokens
+#  5c. Table 12's incidence survey on a GPT-2 124M and a Pythia-160m
+#     imported with `sgtrain import`, against transformers on the same
+#     16 x 1024 tokens
 #     (tests/bench/bench_import.sh, tests/bench/hf_incidence.py).
 #  6. `sgtrain toy`: the whole of Figure 3 (4 loads x 5 arms x 2 conditions
 #     x 3 seeds, 4000 steps each); the goal is under 15 minutes on 2 cores.
