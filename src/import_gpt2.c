@@ -106,22 +106,8 @@ static int gpt2_tensors(const Model *m, const StFile *f, real *params, char *err
         for (long r = 0; r < in_f; r++)
             for (long c = 0; c < out_f; c++) dst[c * in_f + r] = tmp[r * out_f + c];
     }
-    const StTensor *head = m->cfg.tie_embeddings ? st_find(f, "lm_head.weight") : NULL;
-    if (head) { /* saved although tied: it must be wte */
-        const TensorInfo *wte = model_tensor(m, "wte");
-        free(tmp);
-        if (!(tmp = malloc((size_t)wte->numel_real * sizeof(real)))) {
-            sg_fail(err, errlen, "out of memory reading lm_head.weight");
-            goto out;
-        }
-        if (import_read(f, "lm_head.weight", wte, tmp, err, errlen)) goto out;
-        if (memcmp(tmp, params + wte->offset, (size_t)wte->numel_real * sizeof(real))) {
-            sg_fail(err, errlen, "%s: lm_head.weight differs from wte.weight, which config.json ties it to "
-                    "(tie_word_embeddings)", f->path);
-            goto out;
-        }
-    }
-    rc = 0;
+    rc = import_check_tied(m, f, "lm_head.weight", prefix[0] ? "transformer.wte.weight" : "wte.weight", params, err,
+                           errlen);
 out:
     free(tmp);
     return rc;

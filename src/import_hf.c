@@ -175,6 +175,20 @@ static int import_vocab(const char *dir, const ImportFamily *fam, Config *c, cha
     return 0;
 }
 
+int import_check_tied(const Model *m, const StFile *f, const char *head, const char *wte_name, const real *params,
+                      char *err, size_t errlen) {
+    if (!m->cfg.tie_embeddings || !st_find(f, head)) return 0;
+    const TensorInfo *wte = model_tensor(m, "wte");
+    real *tmp = malloc((size_t)wte->numel_real * sizeof(real));
+    if (!tmp) return sg_fail(err, errlen, "out of memory reading %s", head);
+    int rc = import_read(f, head, wte, tmp, err, errlen);
+    if (!rc && memcmp(tmp, params + wte->offset, (size_t)wte->numel_real * sizeof(real)))
+        rc = sg_fail(err, errlen, "%s: %s differs from %s, which config.json ties it to (tie_word_embeddings)",
+                     f->path, head, wte_name);
+    free(tmp);
+    return rc;
+}
+
 static const ImportFamily *const FAMILIES[] = {&import_gpt2, &import_neox};
 #define NFAMILIES (int)(sizeof FAMILIES / sizeof *FAMILIES)
 

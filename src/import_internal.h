@@ -40,6 +40,12 @@ int js_eps(json_object *o, const char *path, const char *key, char *err, size_t 
 int js_gelu(json_object *o, const char *path, const char *key, const char *def, int *tanh_form, char *err,
             size_t errlen);
 
+/* A tied model's head saved anyway (head, the file's name for it): it must
+ * equal the embedding already read into params (wte_name, the file's name
+ * for that, in the message).  0 when it does or f has no such tensor. */
+int import_check_tied(const Model *m, const StFile *f, const char *head, const char *wte_name, const real *params,
+                      char *err, size_t errlen);
+
 /* Reads tensor `name` of f, of the shape of t, into dst (t's elements). */
 int import_read(const StFile *f, const char *name, const TensorInfo *t, real *dst, char *err, size_t errlen);
 

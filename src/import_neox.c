@@ -215,22 +215,8 @@ static int neox_tensors(const Model *m, const StFile *f, real *params, char *err
         if (import_read(f, name, t, tmp, err, errlen)) goto out;
         unpack_qkv(dst, tmp, m->H, m->d, dot && !strcmp(dot, ".bias") ? 1 : m->C);
     }
-    const char *head = st_find(f, "embed_out.weight") ? "embed_out.weight" : "lm_head.weight";
-    if (m->cfg.tie_embeddings && st_find(f, head)) { /* saved although tied: it must be wte */
-        const TensorInfo *wte = model_tensor(m, "wte");
-        free(tmp);
-        if (!(tmp = malloc((size_t)wte->numel_real * sizeof(real)))) {
-            sg_fail(err, errlen, "out of memory reading %s", head);
-            goto out;
-        }
-        if (import_read(f, head, wte, tmp, err, errlen)) goto out;
-        if (memcmp(tmp, params + wte->offset, (size_t)wte->numel_real * sizeof(real))) {
-            sg_fail(err, errlen, "%s: %s differs from gpt_neox.embed_in.weight, which config.json ties it to "
-                    "(tie_word_embeddings)", f->path, head);
-            goto out;
-        }
-    }
-    rc = 0;
+    rc = import_check_tied(m, f, st_find(f, "embed_out.weight") ? "embed_out.weight" : "lm_head.weight",
+                           "gpt_neox.embed_in.weight", params, err, errlen);
 out:
     free(tmp);
     return rc;

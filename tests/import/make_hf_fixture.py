@@ -27,7 +27,6 @@ uniform and every bias matters to the loss.
 
 import json
 import os
-import struct
 import sys
 
 import numpy as np
@@ -35,45 +34,10 @@ import torch
 from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_common import expected, randomize, write_shard  # noqa: E402
+
 T, V, C, L, H = 24, 97, 32, 2, 4
-
-
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            n = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
-                p.copy_(1 + 0.2 * n)
-            elif p.dim() == 1:
-                p.copy_(0.2 * n)
-            elif "wte" in name or "wpe" in name:
-                p.copy_(0.5 * n)
-            else:
-                p.copy_(0.25 * n)
-
-
-def write_shard(path, tokens, vocab):
-    head = bytearray(256)
-    head[0:8] = b"SGTOKENS"
-    struct.pack_into("<IIII", head, 8, 1, 256, 2, vocab)
-    struct.pack_into("<Q", head, 24, len(tokens))
-    struct.pack_into("<I", head, 64, 1)
-    with open(path, "wb") as f:
-        f.write(bytes(head))
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
-
-
-def expected(model, tokens):
-    m = model.to(torch.float64).eval()
-    x = torch.tensor(tokens[:-1])[None]
-    y = torch.tensor(tokens[1:])[None]
-    with torch.no_grad():
-        out = m(x, output_attentions=True)
-    loss = torch.nn.functional.cross_entropy(out.logits[0], y[0]).item()
-    sink = [[a[0, h, :, :4].sum(-1).mean().item() for h in range(H)] for a in out.attentions]
-    return {"loss": loss, "sink_mass": sink, "n_params": m.num_parameters(),
-            "tokens": [int(t) for t in tokens]}
 
 
 def make(out, activation, seed, hub_layout, dtype):
@@ -82,7 +46,7 @@ def make(out, activation, seed, hub_layout, dtype):
                      layer_norm_epsilon=1e-5, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     # eager attention: the one that returns its probabilities
     model = GPT2LMHeadModel._from_config(cfg, attn_implementation="eager")
-    randomize(model, seed)
+    randomize(model, seed, lambda n: n.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")), lambda n: "wte" in n or "wpe" in n)
     # the stored precision is the model: round first, then compute from it
     model = model.to(dtype).to(torch.float32)
     rng = np.random.default_rng(seed)
@@ -102,7 +66,7 @@ def make(out, activation, seed, hub_layout, dtype):
     # user would read them (an in-memory model need not equal its save)
     model = GPT2LMHeadModel.from_pretrained(out, attn_implementation="eager", dtype=torch.float32)
     with open(os.path.join(out, "expected.json"), "w") as f:
-        json.dump(expected(model, tokens), f, indent=1)
+        json.dump(expected(model, tokens, H), f, indent=1)
         f.write("\n")
 
 

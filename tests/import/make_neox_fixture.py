@@ -29,7 +29,6 @@ and every part of the layer matters to the loss.
 
 import json
 import os
-import struct
 import sys
 
 import numpy as np
@@ -37,45 +36,10 @@ import torch
 from safetensors.torch import save_file
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_common import expected, randomize, write_shard  # noqa: E402
+
 T, V, C, L, H = 24, 97, 32, 2, 4
-
-
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            n = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if name.endswith("layernorm.weight") or name.endswith("final_layer_norm.weight"):
-                p.copy_(1 + 0.2 * n)
-            elif p.dim() == 1:
-                p.copy_(0.2 * n)
-            elif "embed" in name:
-                p.copy_(0.5 * n)
-            else:
-                p.copy_(0.25 * n)
-
-
-def write_shard(path, tokens, vocab):
-    head = bytearray(256)
-    head[0:8] = b"SGTOKENS"
-    struct.pack_into("<IIII", head, 8, 1, 256, 2, vocab)
-    struct.pack_into("<Q", head, 24, len(tokens))
-    struct.pack_into("<I", head, 64, 1)
-    with open(path, "wb") as f:
-        f.write(bytes(head))
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
-
-
-def expected(model, tokens):
-    m = model.to(torch.float64).eval()
-    x = torch.tensor(tokens[:-1])[None]
-    y = torch.tensor(tokens[1:])[None]
-    with torch.no_grad():
-        out = m(x, output_attentions=True)
-    loss = torch.nn.functional.cross_entropy(out.logits[0], y[0]).item()
-    sink = [[a[0, h, :, :4].sum(-1).mean().item() for h in range(H)] for a in out.attentions]
-    return {"loss": loss, "sink_mass": sink, "n_params": m.num_parameters(),
-            "tokens": [int(t) for t in tokens]}
 
 
 def make(out, seed, hub_layout, dtype):
@@ -93,7 +57,7 @@ def make(out, seed, hub_layout, dtype):
                                              "partial_rotary_factor": 1.0}, **common)
     # eager attention: the one that returns its probabilities
     model = GPTNeoXForCausalLM._from_config(cfg, attn_implementation="eager")
-    randomize(model, seed)
+    randomize(model, seed, lambda n: n.endswith(("layernorm.weight", "final_layer_norm.weight")), lambda n: "embed" in n)
     # the stored precision is the model: round first, then compute from it
     model = model.to(dtype).to(torch.float32)
     rng = np.random.default_rng(seed)
@@ -126,7 +90,7 @@ def make(out, seed, hub_layout, dtype):
     # user would read them (an in-memory model need not equal its save)
     model = GPTNeoXForCausalLM.from_pretrained(out, attn_implementation="eager", dtype=torch.float32)
     with open(os.path.join(out, "expected.json"), "w") as f:
-        json.dump(expected(model, tokens), f, indent=1)
+        json.dump(expected(model, tokens, H), f, indent=1)
         f.write("\n")
 
 
