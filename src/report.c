@@ -56,12 +56,49 @@ static int tokens_section(const Grid *gr, Buf *md, Buf *csv, json_object *root, 
     return rc;
 }
 
+/* Runs whose settings (RunRec.setup: all but arm, seed, data and output)
+ * differ from their group's first run's, grouped by what differs: a sweep's
+ * runs differ in their arm and seed alone, and the tables pair them so. */
+static void mixed_settings(const RunSet *rs, Buf *out, ReportSummary *sum) {
+    char diff[1024], prev[1024];
+    for (int g = 0; g < rs->n_groups; g++) {
+        const RunRec *ref = NULL;
+        for (size_t i = 0; i < rs->n; i++) {
+            const RunRec *r = &rs->v[i];
+            if (r->group == g && r->setup && r->status != RUN_CORRUPT && !ref) ref = r;
+        }
+        if (!ref) continue;
+        /* each distinct difference once, with its runs (in scan order) */
+        unsigned char *seen = calloc(rs->n, 1);
+        if (!seen) return;
+        for (size_t i = 0; i < rs->n; i++) {
+            const RunRec *r = &rs->v[i];
+            if (seen[i] || r->group != g || !r->setup || r->status == RUN_CORRUPT) continue;
+            if (!config_diff_run(ref->setup, r->setup, diff, sizeof diff)) continue;
+            int n = 0;
+            bprintf(out, "- %s: %s (the first run, %s, has the former):", rs->groups[g], diff, ref->dir);
+            for (size_t j = i; j < rs->n; j++) {
+                const RunRec *q = &rs->v[j];
+                if (seen[j] || q->group != g || !q->setup || q->status == RUN_CORRUPT) continue;
+                config_diff_run(ref->setup, q->setup, prev, sizeof prev);
+                if (strcmp(prev, diff)) continue;
+                seen[j] = 1;
+                if (n++ < 8) bprintf(out, " %s", q->dir);
+            }
+            if (n > 8) bprintf(out, " and %d more", n - 8);
+            bprintf(out, "\n");
+            sum->mixed_settings += n;
+        }
+        free(seen);
+    }
+}
+
 int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, ReportSummary *sum, char *err,
                  size_t errlen) {
     memset(sum, 0, sizeof *sum);
     Grid gr;
     Buf md = {0}, problems = {0}, c1 = {0}, c2 = {0}, c5 = {0}, ctp = {0}, ca[AN_KINDS] = {{0}};
-    Buf c10 = {0}, c11 = {0}, ctok = {0}, bad_runs = {0}, dups = {0}, missing = {0}, zsprob = {0};
+    Buf c10 = {0}, c11 = {0}, ctok = {0}, bad_runs = {0}, dups = {0}, missing = {0}, zsprob = {0}, mixed = {0};
     json_object *root = json_object_new_object();
     Agg ag[AN_KINDS] = {{0}};
     char *figdir = NULL, *tdir = NULL;
@@ -240,8 +277,14 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
         if (o->curves) curves(rs, figdir, &md, sum, &problems);
     }
 
+    mixed_settings(rs, &mixed, sum);
     bprintf(&md, "## Problems\n\n");
-    if (!bad_runs.n && !missing.n && !dups.n && !problems.n && !zsprob.n) bprintf(&md, "None: every run finished and was read.\n");
+    if (!bad_runs.n && !missing.n && !dups.n && !problems.n && !zsprob.n && !mixed.n)
+        bprintf(&md, "None: every run finished and was read.\n");
+    if (mixed.n)
+        bprintf(&md, "### Runs of one tier trained with other settings\n\nTheir arms are paired as if only the arm "
+                     "differed. Give a variant a sweep of its own (docs/sweeps.md, \"Model options\").\n\n%.*s\n",
+                (int)mixed.n, mixed.p);
     if (bad_runs.n) bprintf(&md, "### Runs that did not finish, or could not be read\n\n%.*s\n", (int)bad_runs.n, bad_runs.p);
     if (missing.n) bprintf(&md, "### Missing runs\n\nPairs use only the seeds present for both arms.\n\n%.*s\n", (int)missing.n, missing.p);
     if (dups.n) bprintf(&md, "### Duplicate runs\n\n%.*s\n", (int)dups.n, dups.p);
@@ -253,6 +296,7 @@ int report_write(const RunSet *rs, const ReportOpts *o, const char *outdir, Repo
     json_object_object_add(jp, "duplicates", json_object_new_string(dups.n ? dups.p : ""));
     json_object_object_add(jp, "figures", json_object_new_string(problems.n ? problems.p : ""));
     json_object_object_add(jp, "zeroshot", json_object_new_string(zsprob.n ? zsprob.p : ""));
+    json_object_object_add(jp, "settings", json_object_new_string(mixed.n ? mixed.p : ""));
     json_object_object_add(root, "problems", jp);
 
     if (fs_mkdir_p(tdir, err, errlen)) goto out;
@@ -294,5 +338,6 @@ out:
     free(c10.p);
     free(c11.p);
     free(zsprob.p);
+    free(mixed.p);
     return rc;
 }

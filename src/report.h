@@ -36,6 +36,7 @@ typedef struct {
 
 typedef struct {
     int runs, done, failed, unfinished, corrupt, missing, duplicates, analysis_errors;
+    int mixed_settings;           /* runs whose settings differ from their group's first run's */
     int figures, figures_undrawn; /* drawn; written as .dat/.gp only (no gnuplot) */
 } ReportSummary;
 

@@ -84,6 +84,24 @@ static long last_step(const char *dir) {
     return step;
 }
 
+/* RunRec.setup from the run's config c */
+static int keep_setup(RunRec *r, const Config *c, char *err, size_t errlen) {
+    if (!(r->setup = malloc(sizeof *r->setup))) return sg_fail(err, errlen, "out of memory");
+    *r->setup = *c;
+    r->setup->arm[0] = r->setup->tier[0] = r->setup->data[0] = r->setup->out[0] = 0;
+    r->setup->seed = 0;
+    int nf;
+    const ConfigField *f = config_fields(&nf);
+    for (int i = 0; i < nf; i++)
+        if (f[i].role == CF_IO) {
+            const size_t sz = f[i].type == CF_STR ? CFG_STR : f[i].type == CF_PATH ? CFG_PATH
+                              : f[i].type == CF_DOUBLE ? sizeof(double) : f[i].type == CF_LONG ? sizeof(long)
+                                                                                              : sizeof(int);
+            memset((char *)r->setup + f[i].offset, 0, sz);
+        }
+    return 0;
+}
+
 static int read_config(RunRec *r, char *err, size_t errlen) {
     char *p = join(r->dir, "config.yaml");
     Config c;
@@ -96,7 +114,17 @@ static int read_config(RunRec *r, char *err, size_t errlen) {
     copy_str(r->data, sizeof r->data, c.data);
     r->seed = c.seed;
     r->iters = c.iters;
-    return 0;
+    return keep_setup(r, &c, err, errlen);
+}
+
+/* A finished run's settings, from the config.yaml sgtrain writes beside
+ * result.json (none: not compared) */
+static void read_done_setup(RunRec *r) {
+    char err[256], *p = join(r->dir, "config.yaml");
+    Config c;
+    memset(&c, 0, sizeof c);
+    if (p && has_file(r->dir, "config.yaml") && !config_load_yaml(&c, p, err, sizeof err)) keep_setup(r, &c, err, sizeof err);
+    free(p);
 }
 
 /* o[key] as a finite number > 0, else NaN (absent, null or not a number) */
@@ -294,6 +322,7 @@ static void load_run(RunRec *r) {
     char err[sizeof r->why - 16];
     if (has_file(r->dir, "result.json")) {
         r->status = read_result(r) ? RUN_DONE : RUN_CORRUPT;
+        if (r->status == RUN_DONE) read_done_setup(r);
     } else if (has_file(r->dir, "failed.json") || has_file(r->dir, "config.yaml")) {
         int failed = has_file(r->dir, "failed.json");
         if (read_config(r, err, sizeof err)) {
@@ -525,6 +554,7 @@ int runs_scan(char *const *roots, int nroots, RunSet *rs, char *err, size_t errl
 void runs_free(RunSet *rs) {
     for (size_t i = 0; i < rs->n; i++) {
         free(rs->v[i].dir);
+        free(rs->v[i].setup);
         for (int k = 0; k < AN_KINDS; k++)
             if (rs->v[i].analysis[k]) json_object_put(rs->v[i].analysis[k]);
     }

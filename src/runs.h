@@ -21,6 +21,8 @@
 
 #include <stddef.h>
 
+#include "config.h"
+
 #include "zeroshot.h"
 
 typedef enum { RUN_DONE, RUN_FAILED, RUN_UNFINISHED, RUN_CORRUPT } RunStatus;
@@ -58,6 +60,10 @@ typedef struct {
     long step, iters;     /* last step reached, steps planned (0 when unknown) */
     char why[512];        /* failed, unfinished, corrupt: what happened */
     int group;            /* index into RunSet.groups, -1 when unknown */
+    /* What the run trained beyond its arm and seed: its config with arm,
+     * seed, tier, data, out and every CF_IO field cleared (NULL when the
+     * config was not read).  Runs of one group should share it. */
+    Config *setup;
     void *analysis[AN_KINDS]; /* json_object *, NULL when absent */
     char analysis_err[AN_KINDS][256]; /* a malformed analysis file, "" when fine */
     /* Zero-shot results, only the numbers the tables use: the files' per-example

@@ -317,6 +317,21 @@ check 'grep -q "sinklogit-s0: test sinklogit seed 0: interrupted or running, che
 check 'grep -qE "projgate-s0: test projgate seed 0: failed at step [0-9]+: the (training loss|gradient norm)" $W/real/report/report.md' "the failed run is named with its reason"
 expect 1 "" -- "$REP" --no-figures --strict --quiet "$W/real"
 
+# runs of one tier trained with other settings than their arm and seed
+# (a variant mixed into the sweep): named in Problems, --strict fails
+mkdir -p "$W/mix"
+cp -r "$W/real/baseline-s0" "$W/real/combo2-s0" "$W/mix/"
+"$SG" train --tier test --arm baseline --seed 1 --rotary_dims 8 --parallel_residual true --data "$D" --ckpt_every 0 \
+    --out "$W/mix/rope-s1" 2>/dev/null
+expect 0 "3 runs \(3 done" -- "$REP" --no-figures --out "$W/rmix" "$W/mix"
+check 'grep -qF "### Runs of one tier trained with other settings" $W/rmix/report.md &&
+       grep -qF -- "- test: rotary_dims: 0 -> 8; parallel_residual: false -> true (the first run, $W/mix/baseline-s0, has the former): $W/mix/rope-s1" $W/rmix/report.md &&
+       python3 -c "import json,sys; assert \"rotary_dims\" in json.load(open(sys.argv[1]))[\"problems\"][\"settings\"]" $W/rmix/report.json' \
+    "a run of the tier with other settings is named with what differs, in report.md and report.json"
+expect 1 "" -- "$REP" --no-figures --strict --quiet --out "$W/rmix2" "$W/mix"
+check 'grep -qF -- "- test: warmup: 2 -> 0; lr: 0.0006 -> 1e+30; lr_min: 6e-05 -> 0 (the first run, $W/real/baseline-s0, has the former): $W/real/projgate-s0" $W/real/report/report.md &&
+       [ "$(grep -c "^- test: " $W/real/report/report.md)" = 1 ]' "the real runs: only the one trained with another learning rate is named (failed or not)"
+
 # --- bad inputs ---------------------------------------------------------------------
 cp -r "$W/real" "$W/bad"
 printf '{"tier": "test", "arm": "baseline", "seed": 0, "final_val_loss": 3.1' >"$W/bad/baseline-s0/result.json"

@@ -24,7 +24,8 @@ static const char USAGE[] =
     "  --curves         also a loss-curve figure per run (from metrics.jsonl)\n"
     "  --baseline ARM   the arm improvements are measured against (default: baseline)\n"
     "  --reference ARM  the arm filtering is measured against (default: sinklogit)\n"
-    "  --strict         exit 1 when any run failed, is unfinished or unreadable\n"
+    "  --strict         exit 1 when any run failed, is unfinished or unreadable, or runs of one tier\n"
+    "                   were trained with other settings than their arm and seed\n"
     "  --quiet          no summary on stderr\n"
     "writes DIR/report.md, DIR/report.json, DIR/tables/*.csv, DIR/figures/*.{png,svg}\n"
     "exit status: 0 report written, 1 could not write it (or --strict and problems), 2 bad input\n";
@@ -122,7 +123,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < rs.n; i++)
             if (rs.v[i].status == RUN_CORRUPT) fprintf(stderr, "sgreport: unreadable run: %s\n", rs.v[i].why);
     }
-    int problems = sum.failed || sum.unfinished || sum.corrupt || sum.analysis_errors;
+    int problems = sum.failed || sum.unfinished || sum.corrupt || sum.analysis_errors || sum.mixed_settings;
     runs_free(&rs);
     free(roots);
     return strict && problems ? 1 : 0;
