@@ -101,15 +101,19 @@ static int neox_config(json_object *o, const char *path, Config *c, char *err, s
     return 0;
 }
 
+/* A layer's parts: the file's name after "gpt_neox.layers.N.", sinkgate's
+ * after "h.N." (the weight or bias suffix follows both). */
+static const char *const LAYER_PARTS[][2] = {
+    {"input_layernorm.", "ln_1."},                  {"post_attention_layernorm.", "ln_2."},
+    {"attention.query_key_value.", "attn.c_attn."}, {"attention.dense.", "attn.c_proj."},
+    {"mlp.dense_h_to_4h.", "mlp.c_fc."},            {"mlp.dense_4h_to_h.", "mlp.c_proj."}};
+#define NPARTS (sizeof LAYER_PARTS / sizeof *LAYER_PARTS)
+
 /* A file tensor's sinkgate name (without the gpt_neox. prefix, where it
  * has one): 1 mapped into sg, 0 a buffer older transformers saved (the
  * causal mask, its fill value, the rotary frequencies), -1 unknown. */
 static int neox_to_sg(const char *name, char *sg, size_t n) {
     static const char *const buffers[] = {"attention.bias", "attention.masked_bias", "attention.rotary_emb.inv_freq"};
-    static const char *const parts[][2] = {
-        {"input_layernorm.", "ln_1."},           {"post_attention_layernorm.", "ln_2."},
-        {"attention.query_key_value.", "attn.c_attn."}, {"attention.dense.", "attn.c_proj."},
-        {"mlp.dense_h_to_4h.", "mlp.c_fc."},     {"mlp.dense_4h_to_h.", "mlp.c_proj."}};
     if (!strcmp(name, "embed_out.weight") || !strcmp(name, "lm_head.weight")) return snprintf(sg, n, "lm_head.weight"), 1;
     if (strncmp(name, "gpt_neox.", 9)) return -1;
     name += 9;
@@ -122,9 +126,10 @@ static int neox_to_sg(const char *name, char *sg, size_t n) {
     const char *rest = name + end;
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
         if (!strcmp(rest, buffers[i])) return 0;
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-        size_t k = strlen(parts[i][0]);
-        if (!strncmp(rest, parts[i][0], k)) return snprintf(sg, n, "h.%u.%s%s", layer, parts[i][1], rest + k), 1;
+    for (size_t i = 0; i < NPARTS; i++) {
+        size_t k = strlen(LAYER_PARTS[i][0]);
+        if (!strncmp(rest, LAYER_PARTS[i][0], k))
+            return snprintf(sg, n, "h.%u.%s%s", layer, LAYER_PARTS[i][1], rest + k), 1;
     }
     return -1;
 }
@@ -133,10 +138,6 @@ static int neox_to_sg(const char *name, char *sg, size_t n) {
  * embed_out, as the files name it, or lm_head, as transformers 5 does in
  * memory (a state_dict saved directly) */
 static void sg_to_neox(const StFile *f, const char *sg, char *out, size_t n) {
-    static const char *const parts[][2] = {
-        {"ln_1.", "input_layernorm."},      {"ln_2.", "post_attention_layernorm."},
-        {"attn.c_attn.", "attention.query_key_value."}, {"attn.c_proj.", "attention.dense."},
-        {"mlp.c_fc.", "mlp.dense_h_to_4h."}, {"mlp.c_proj.", "mlp.dense_4h_to_h."}};
     if (!strcmp(sg, "lm_head.weight")) {
         snprintf(out, n, "%s", st_find(f, "embed_out.weight") || !st_find(f, "lm_head.weight") ? "embed_out.weight"
                                                                                               : "lm_head.weight");
@@ -153,10 +154,10 @@ static void sg_to_neox(const StFile *f, const char *sg, char *out, size_t n) {
     unsigned layer;
     int end = 0;
     sscanf(sg, "h.%u.%n", &layer, &end);
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-        size_t k = strlen(parts[i][0]);
-        if (!strncmp(sg + end, parts[i][0], k)) {
-            snprintf(out, n, "gpt_neox.layers.%u.%s%s", layer, parts[i][1], sg + end + k);
+    for (size_t i = 0; i < NPARTS; i++) {
+        size_t k = strlen(LAYER_PARTS[i][1]);
+        if (!strncmp(sg + end, LAYER_PARTS[i][1], k)) {
+            snprintf(out, n, "gpt_neox.layers.%u.%s%s", layer, LAYER_PARTS[i][0], sg + end + k);
             return;
         }
     }
