@@ -81,6 +81,14 @@ extern "C" void *sg_scratch(int slot, size_t bytes) {
     g_scratch[slot] = NULL, g_scratch_bytes[slot] = 0;
     if (sg_malloc(&g_scratch[slot], want) != cudaSuccess) sg_out_of_memory(want, "a scratch buffer");
     g_scratch_bytes[slot] = want;
+    /* The classifier's logits are written by cuBLAS, whose Hopper kernels
+     * store their tiles with the tensor memory accelerator; compute-sanitizer's
+     * initcheck does not see those stores and on an H200 reported every
+     * logit the softmax then read as uninitialised (2026-12-04, while the
+     * loss matched the CPU's).  Zeroed once here, a buffer the program
+     * writes before every read, so that initcheck keeps its say over the
+     * rest of the program. */
+    if (slot == SCRATCH_CLASSIFIER) CUDA_CHECK(cudaMemsetAsync(g_scratch[slot], 0, want, sg_stream()));
     return g_scratch[slot];
 }
 
