@@ -57,7 +57,7 @@ void test_attention(int B, int T, int H, int d, int phantom, int logbias);
 void test_attention_probs(int B, int T, int H, int d, int phantom, int logbias);
 void test_attention_decode(int B, int T, int H, int d, int phantom, int logbias, int qshared);
 /* gpu_ops_classifier.c */
-void test_classifier(int N, int C, int V, int Vp);
+void test_classifier(int N, int C, int V, int Vp, double wscale, double widen);
 void test_classifier_chunks(int N, int C, int V, int Vp, int chunk);
 
 #endif
