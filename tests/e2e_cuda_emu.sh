@@ -293,7 +293,7 @@ check 'grep -q "tiles=mma" <<<"$out" && ! grep -q "tiles=wmma" <<<"$out" && grep
     "SG_ATTN=mma runs the mma tiles alone:"$'\n'"$out"
 out=$(SG_ATTN=fast "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
 rc=$?
-check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"wmma\" (the default), \"mma\" or \"cudnn\"" <<<"$out"' \
+check '[ $rc -eq 2 ] && grep -q "fast: SG_ATTN must be \"mma\" (the default), \"wmma\" or \"cudnn\"" <<<"$out"' \
     "SG_ATTN=fast: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
 # SG_ATTN_WARP_ROWS: the mma forward with one 16-row m-tile a warp (the

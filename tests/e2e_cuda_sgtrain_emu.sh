@@ -50,6 +50,10 @@ export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 export EMU_STREAMS= EMU_GPUS= # set per run below; empty: the defaults (late, 8 GPUs)
 # fp32 outputs left unstored for their twins read as NaN (kernels/cuda/matmul.cu)
 export SG_TWIN_POISON=1
+# The runs below name their tile kernels; those that name none were written
+# for wmma, the default until 2026-12-04.  Unset, the default (mma) is
+# checked against SG_ATTN=mma at the end.
+export SG_ATTN=wmma
 
 for tool in g++ python3 mpirun; do
     command -v $tool >/dev/null || { bad "$tool not found (tools/install-deps.sh installs it)"; finish; }
@@ -652,6 +656,11 @@ timeout 300 "$EMU" $T --out "$W/s2" >"$W/s2-resume.log" 2>&1
 check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | tail -n 1)" -v b="$(losses "$W/n2" | tail -n 1)" "BEGIN { e = (a - b) / b; if (e < 0) e = -e; exit !(e <= 1e-5) }"' \
     "resumed on 1 emulated GPU, the run ends where 2 ranks end ($(crc "$W/s2") vs $(crc "$W/n2"); last loss $(losses "$W/s2" | tail -n 1) vs $(losses "$W/n2" | tail -n 1))"
 
+# SG_ATTN unset is the mma tiles (kernels/cuda/attention_tiles_env.h): combo2's
+# gradients bitwise those of SG_ATTN=mma (emu-d64-combo2-mma above), and not wmma's
+env -u SG_ATTN "$EMU" "${G64[@]}" --arm combo2 -o "$W/default-combo2.st" >"$W/default-combo2.log" 2>&1; rc=$?
+check '[ $rc -eq 0 ] && cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-mma.st" && ! cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-wmma.st"' \
+    "d64 combo2 with SG_ATTN unset: the mma tiles' gradients bitwise, not wmma's (exit $rc)"$'\n'"$(tail -n 3 "$W/default-combo2.log")"
 # a bad SG_ATTN or SG_ATTN_DQ: exit 2 before the run directory exists
 bad_env SG_ATTN fast
 bad_env SG_ATTN_DQ store

@@ -505,6 +505,10 @@ static void test_probs(const ProbsCase &c) {
 static const char *const PH[] = {"none", "zero", "learned"};
 
 int main(int argc, char **argv) {
+    /* The batteries name their tile kernels: unset, SG_ATTN means wmma here,
+     * as it did when wmma was the default (the default itself, mma, is
+     * checked against SG_ATTN=mma at the sgtrain level) */
+    if (!getenv("SG_ATTN")) setenv("SG_ATTN", "wmma", 1);
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++)
         if (!strcmp(argv[1], "--fp32")) g_bf16 = false, emu::use_largest_smem();
         else if (!strcmp(argv[1], "--as-set")) g_as_set = true;
@@ -554,7 +558,7 @@ int main(int argc, char **argv) {
             cases.end();
         }
     }
-    unsetenv("SG_ATTN");
+    setenv("SG_ATTN", "wmma", 1);
 
     const int dshape[][4] = {{3, 7, 2, 16}, {3, 1, 2, 16}, {2, 130, 2, 64}};
     for (auto &s : dshape)

@@ -564,7 +564,7 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
         }
         setenv("SG_ATTN", "mma", 1);
         cuda_op_attention_operand(vb.p(), nv);
-        unsetenv("SG_ATTN");
+        setenv("SG_ATTN", "wmma", 1);
     }
     const float *vin = bf16v ? vb.p() : v.p(); /* what the CUDA ops read */
     const Buf v0 = v, tau0 = tau, w0 = w, b0 = b;
@@ -635,7 +635,7 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
                 cuda_op_gate_fwd(gf.p(), vgf.p(), lb3.p(), vin, vs, &gp, B, T, H, d);
                 setenv("SG_ATTN", "mma", 1);
                 cuda_op_attention_operand(vgb.p(), nvg);
-                unsetenv("SG_ATTN");
+                setenv("SG_ATTN", "wmma", 1);
                 const long n0 = sg_matmul_bf16_outputs();
                 cuda_op_gate_fwd(g3.p(), vgb.p(), lb3.p(), vin, vs, &gp, B, T, H, d);
                 CHECK(sg_matmul_bf16_outputs() - n0 == 1, "%s: vg promised (lead %zu): %ld outputs stored in bf16",
@@ -798,6 +798,10 @@ static void test_matmul(int M, int K, int N) {
 static const char *const KIND[] = {"none", "norm", "proj"};
 
 int main(int argc, char **argv) {
+    /* The batteries name their tile kernels: unset, SG_ATTN means wmma here,
+     * as it did when wmma was the default (the default itself, mma, is
+     * checked against SG_ATTN=mma at the sgtrain level) */
+    if (!getenv("SG_ATTN")) setenv("SG_ATTN", "wmma", 1);
     unsetenv("SG_MATMUL_KEEP"); /* the matmuls keep their bf16 copies: test_matmul checks the reuse */
     for (; argc > 1 && !strcmp(argv[1], "--shard"); argc--, argv++)
         if (battery_shard_option(argc, argv)) argc--, argv++;

@@ -447,7 +447,7 @@ void test_attention_operands(void) {
         test_attention_operand(1, 200, 4, 16, GATE_NORM, SLOT_ROUTING);
         test_attention_operand(1, 64, 1, 128, GATE_PROJ, SLOT_VALUE);
     }
-    unsetenv("SG_ATTN");
+    setenv("SG_ATTN", "wmma", 1);
 }
 
 /* `test_gpu_ops broken-promise attention`: under SG_ATTN=mma the analyses'

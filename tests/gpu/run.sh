@@ -12,10 +12,11 @@
 #     loss within 2% relative: bf16 matmuls versus fp32);
 #  4. determinism of training: two CUDA runs give the same parameters bit for
 #     bit, and so does a run without the kept bf16 copies (SG_MATMUL_KEEP=0);
-#  (2-4 also with the register-resident attention tiles, SG_ATTN=mma; 2
-#  also with dQ from the stored dS, SG_ATTN_DQ=stored; and under SG_ATTN=mma,
-#  the gradients with SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise
-#  those without)
+#  (2-4 under each attention kernel: wmma, the register-resident tiles
+#  SG_ATTN=mma, the default, which a run with SG_ATTN unset must match
+#  bitwise, and cuDNN's; 2 also with dQ from the stored dS,
+#  SG_ATTN_DQ=stored; and under SG_ATTN=mma, the gradients with
+#  SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise those without)
 #  5. auto_micro_batch: the split it chooses trains bitwise like the split
 #     given, and at 124M its measured choice fits the device;
 #  6. `sgtrain analyze` of the same checkpoints on both backends: every loss of
@@ -48,6 +49,8 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 check() { if eval "$1"; then ok; else bad "$2"; fi; }
 
 out=$("$CB/test_gpu_ops" 2>&1); rc=$?
+# every failure (a device run's only record of them), then the end
+grep -E "^FAIL" <<<"$out" | head -n 60
 echo "$out" | tail -n 25
 line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" <<<"$out")
 p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*passed, ([0-9]+) failed/\1/' <<<"$line")
@@ -136,8 +139,8 @@ trajectory() { # arm, GPU run dir, label: every step's loss within 2% of the CPU
 }
 for arm in baseline sinklogit normgate combo2; do
     "$B/sgtrain" $T --arm $arm --out "$W/cpu-$arm" 2>/dev/null
-    "$CB/sgtrain" $T --arm $arm --out "$W/gpu-$arm" 2>/dev/null
-    trajectory $arm "$W/gpu-$arm" $arm
+    SG_ATTN=wmma "$CB/sgtrain" $T --arm $arm --out "$W/gpu-$arm" 2>/dev/null
+    trajectory $arm "$W/gpu-$arm" "$arm SG_ATTN=wmma"
 done
 for arm in baseline combo2; do # the register-resident attention tiles (SG_ATTN=mma)
     SG_ATTN=mma "$CB/sgtrain" $T --arm $arm --out "$W/gpu-mma-$arm" 2>/dev/null
@@ -154,8 +157,11 @@ done
 SG_ATTN=cudnn "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-cudnn-combo2-again" 2>/dev/null
 check '[ -n "$(crc $W/gpu-cudnn-combo2)" ] && [ "$(crc $W/gpu-cudnn-combo2)" = "$(crc $W/gpu-cudnn-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=cudnn give bitwise equal parameters (cuDNN's deterministic backward)"
 SG_ATTN=mma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-mma-combo2-again" 2>/dev/null
-"$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
-check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 give bitwise equal parameters"
+SG_ATTN=wmma "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-combo2-again" 2>/dev/null
+check '[ -n "$(crc $W/gpu-combo2)" ] && [ "$(crc $W/gpu-combo2)" = "$(crc $W/gpu-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=wmma give bitwise equal parameters"
+# SG_ATTN unset: the mma tiles, the default (kernels/cuda/attention_tiles_env.h)
+env -u SG_ATTN "$CB/sgtrain" $T --arm combo2 --out "$W/gpu-default-combo2" 2>/dev/null
+check '[ -n "$(crc $W/gpu-mma-combo2)" ] && [ "$(crc $W/gpu-default-combo2)" = "$(crc $W/gpu-mma-combo2)" ]' "combo2 with SG_ATTN unset gives the parameters of SG_ATTN=mma bitwise (the default)"
 check '[ -n "$(crc $W/gpu-mma-combo2)" ] && [ "$(crc $W/gpu-mma-combo2)" = "$(crc $W/gpu-mma-combo2-again)" ]' "two CUDA runs of combo2 with SG_ATTN=mma give bitwise equal parameters"
 # the matmuls' kept bf16 copies, the producers' twins and the weights' copies
 # that AdamW keeps (kernels/cuda/matmul.cu, weight_copies.cu) hold the bits
