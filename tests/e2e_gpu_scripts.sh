@@ -96,4 +96,13 @@ OUT="$W/bench" BENCH_GPU_TIERS=10M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.s
 rc=$?
 check '[ $rc -eq 0 ] && [ ! -e "$W/bench/sinkgate-124M-mb32.json" ] && grep -q "2. 124M at >= 45% MFU: n/a (not measured)$" "$W/bench/summary.txt"' \
     "without the 124M tier there is no whole-batch run, and goal 2 is not measured (exit $rc):"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
+
+# the scripts that run only on a lent GPU machine at least parse here, and
+# the two that are called there share one setup
+for f in tests/gpu/*.sh; do
+    out=$(bash -n "$f" 2>&1)
+    check '[ -z "$out" ]' "$f parses: $out"
+done
+check 'grep -q "^\. tests/gpu/device_env.sh$" tests/gpu/device.sh && grep -q "^\. tests/gpu/device_env.sh$" tests/gpu/probe.sh' \
+    "device.sh and probe.sh share device_env.sh's setup"
 finish

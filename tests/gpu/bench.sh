@@ -104,7 +104,7 @@ for tier in $TIERS; do
 done
 echo "=== sinkgate: linear layers, and attention forward + backward for every arm ==="
 # SG_MATMUL_STATS=1: each shape's tuning (candidates, rejections, times) at exit
-run sinkgate-attention 60 10 env SG_MATMUL_STATS=1 "$CB/bench_gpu" --no-train --matmul --arms all \
+run sinkgate-attention 120 10 env SG_MATMUL_STATS=1 "$CB/bench_gpu" --no-train --matmul --arms all \
     --json "$OUT/sinkgate-attention.json" || fail=1
 echo "=== sinkgate: the gates alone, against a device-to-device copy ==="
 run sinkgate-gates 30 10 "$CB/bench_gpu" --no-train --no-attn --gates --json "$OUT/sinkgate-gates.json" || fail=1

@@ -383,11 +383,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
             "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--gates] [--json FILE]\n");
+            "                 [--gates] [--attn-tiles wmma,mma,mma16,mma-dqs,cudnn] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
+    const char *tiles_arg = "wmma,mma,mma16,mma-dqs,cudnn";
     int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
     double peak = 0;
     for (int i = 1; i < argc; i++) {
@@ -400,6 +401,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--peak-tflops") && v) peak = atof(v), i++;
         else if (!strcmp(a, "--attn-iters") && v) attn_iters = atoi(v), i++;
         else if (!strcmp(a, "--json") && v) json_path = v, i++;
+        else if (!strcmp(a, "--attn-tiles") && v) tiles_arg = v, i++;
         else if (!strcmp(a, "--no-train")) do_train = 0;
         else if (!strcmp(a, "--no-attn")) do_attn = 0;
         else if (!strcmp(a, "--matmul")) do_mm = 1;
@@ -412,6 +414,15 @@ int main(int argc, char **argv) {
     if (steps < 1 || warmup < 0 || mb < 0 || attn_iters < 1) {
         usage();
         return 2;
+    }
+    {
+        char tl[256];
+        snprintf(tl, sizeof tl, "%s", tiles_arg);
+        for (char *t = strtok(tl, ","); t; t = strtok(NULL, ","))
+            if (!listed("wmma,mma,mma16,mma-dqs,cudnn", t)) {
+                fprintf(stderr, "bench_gpu: --attn-tiles: unknown tiles '%s'\n", t);
+                return 2;
+            }
     }
     int n_arms = 0; /* every named arm must exist, and one at least be chosen */
     char al[1024];
@@ -617,6 +628,7 @@ int main(int argc, char **argv) {
         static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn"};
         static const char *const keys[] = {"arms", "arms_mma", "arms_mma16", "arms_mma_dqs", "arms_cudnn"};
         for (int ki = 0; ki < 5; ki++) {
+            if (!listed(tiles_arg, tiles[ki])) continue;
             setenv("SG_ATTN", ki == 0 ? "wmma" : ki == 4 ? "cudnn" : "mma", 1);
             if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
             else unsetenv("SG_ATTN_WARP_ROWS");

@@ -20,19 +20,19 @@
 # unpacked into build/dev/sanitizer only where the machine has no
 # compute-sanitizer.
 # Logs and the benchmark's files come back under $OUT as test-gpu.log,
-# sanitize.log with sanitize/NAME.log for every case, bench-gpu.log and
+# sanitize.log with sanitize.tgz (sanitize/NAME.log for every case, in one
+# file: the device tool brings back 8 files at most), bench-gpu.log and
 # bench-gpu.tgz.
 #
 # A/B runs, before the benchmarks: 124M steps of bench_gpu (baseline and
 # combo2) with the defaults and then with each setting of DEVICE_AB
 # ("VAR=value ...", several separated by ';'), each under AB_LIMIT_S (30 s;
-# one took about 25 s on the H200).  By default: SG_ATTN=mma, the attention
-# tiles that have not yet been timed in whole training steps; SG_ATTN=cudnn,
-# cuDNN's fused attention (the libraries: below); SG_ATTN=mma again
-# without the matmuls' bf16 copies and twins (SG_MATMUL_KEEP=0); with the
-# matmuls' algorithms tuned (SG_MATMUL_TUNE=1); and with the tensors
-# autocast stores in bf16 (op_bf16_operand) stored in fp32 instead
-# (SG_BF16_OPERANDS=0).  If test-gpu passed, the benchmarks then run under
+# one took about 25 s on the H200).  By default (after run 4, 2026-12-04,
+# made the mma tiles the default): SG_ATTN=cudnn, cuDNN's fused attention
+# (the libraries: below), alone and with the matmuls' algorithms tuned;
+# the default tiles with tuning (SG_MATMUL_TUNE=1), with one m-tile a warp
+# (SG_ATTN_WARP_ROWS=16), and with the tensors autocast stores in bf16
+# (op_bf16_operand) stored in fp32 instead (SG_BF16_OPERANDS=0).  If test-gpu passed, the benchmarks then run under
 # the fastest of them (tests/gpu/ab_choose.py: baseline's and combo2's
 # tokens/s added), so that one call measures the goals with the best
 # settings there are; otherwise, and when DEVICE_AB_PICK=0, under the
@@ -102,41 +102,7 @@ EOF
     ls -la "$B/carry.tar.xz"
     exit 0
 fi
-# The carried archive (--pack) first, unless programs newer than it are
-# here already: Python's tarfile, since the machine need not have xz; the
-# 'data' filter where this Python has it.
-if [ -f "$B/carry.tar.xz" ] && { [ ! -e "$B/cuda/sgtrain" ] || [ "$B/carry.tar.xz" -nt "$B/cuda/sgtrain" ]; }; then
-    python3 - "$B/carry.tar.xz" <<'EOF' || { echo "device.sh: could not unpack $B/carry.tar.xz"; exit 1; }
-import sys, tarfile
-with tarfile.open(sys.argv[1]) as t:
-    if hasattr(tarfile, "data_filter"):
-        t.extractall(filter="data")
-    else:
-        t.extractall()
-EOF
-fi
-OUT=${OUT:-/tmp/device-out}
-mkdir -p "$OUT" /tmp/sglib
-for f in "$B"/lib/*; do
-    name=$(basename "$f")
-    ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf "$(cd "$(dirname "$f")" && pwd)/$name" /tmp/sglib/
-done
-export LD_LIBRARY_PATH=/tmp/sglib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-echo "carried libraries used: $(ls /tmp/sglib | tr '\n' ' ')"
-# SG_ATTN=cudnn opens libcudnn.so.9 at run time, and the cuDNN frontend
-# libcudart.so.13 (kernels/cuda/cudnn_sdpa.cpp).  Where the loader knows
-# neither, PyTorch's wheels of them (nvidia-cudnn-cu13, the CUDA runtime)
-# are used: their directories join the loader's path, since cuDNN opens
-# its own sublibraries beside it.
-for lib in libcudnn.so.9 libcudart.so.13; do
-    ldconfig -p | grep -q "^[[:space:]]*$lib " && continue
-    f=$(find /usr/local/cuda/lib64 /opt /usr/local/lib /usr/lib -name "$lib" 2>/dev/null | head -n 1)
-    [ -n "$f" ] && export LD_LIBRARY_PATH=$(dirname "$f"):$LD_LIBRARY_PATH
-    echo "$lib: ${f:-not found (SG_ATTN=cudnn will say so and run the mma tiles)}"
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.txt"
-missing=$(for b in "$B/sgtrain" "$B/cuda/sgtrain" "$B/cuda/test_gpu_ops" "$B/cuda/bench_gpu"; do ldd "$b" | grep "not found"; done)
-[ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
+. tests/gpu/device_env.sh
 # A first look at cuDNN's graphs (SG_ATTN=cudnn), with the frontend's and
 # the library's own logs on (both go into bench-gpu.tgz): combo2's
 # gradients at d 64, which builds the forward and backward graphs with the
@@ -170,10 +136,11 @@ SB=${SANITIZE_BUDGET_S:-80}
 OUT=$OUT SANITIZE_BUDGET_S=$SB timeout $((SB + 30)) bash tests/gpu/sanitize.sh "$B" >"$OUT/sanitize.log" 2>&1
 echo "sanitize: exit $? in $((SECONDS - t0)) s; $(tail -n 1 "$OUT/sanitize.log")"
 grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.log"
+[ ! -d "$OUT/sanitize" ] || { tar czf "$OUT/sanitize.tgz" -C "$OUT" sanitize && rm -rf "$OUT/sanitize"; }
 # The A/B runs (the comment at the top): the defaults first, then each
 # setting of DEVICE_AB, separated by ';', each one or more VAR=value (e.g.
 # "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0").
-DEVICE_AB=${DEVICE_AB-SG_ATTN=mma;SG_ATTN=cudnn SG_MATMUL_STATS=1;SG_ATTN=mma SG_MATMUL_KEEP=0;SG_ATTN=mma SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN=mma SG_BF16_OPERANDS=0}
+DEVICE_AB=${DEVICE_AB-SG_ATTN=cudnn SG_MATMUL_STATS=1;SG_ATTN=cudnn SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_MATMUL_TUNE=1 SG_MATMUL_STATS=1;SG_ATTN_WARP_ROWS=16;SG_BF16_OPERANDS=0}
 IFS=';' read -ra all_settings <<<"$DEVICE_AB"
 settings=()
 for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done
