@@ -6,7 +6,7 @@
 # The machine has CUDA and PyTorch but not Debian's libyaml, json-c, PCRE2 or
 # BLIS, nor compute-sanitizer, and no compiler time to spare, so the caller
 # builds on the CPU machine and carries the result:
-#   make B=build/dev MPI=no NCCL=no BLAS=blis CUDA_ARCHS=90 all cuda
+#   make B=build/dev MPI=no NCCL=no BLAS=blis CUDA_ARCHS=90 OPT="-O3 -march=x86-64-v3" all cuda
 #   bash tests/gpu/device.sh --pack          # the shared libraries into build/dev/lib,
 #                                            # compute-sanitizer into build/dev/sanitizer.whl
 # and runs `bash tests/gpu/device.sh` there with build/dev/carry.tar.xz and
