@@ -187,6 +187,22 @@ int sg_upload_staged(void *dev, const void *host, size_t bytes);
 
 static inline unsigned sg_blocks(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
+/* fp32 operations each rounded on its own: the _rn intrinsics, which nvcc
+ * never fuses into an fma, so a kernel gets the bits of the CPU build's C11
+ * (no contraction) whatever nvcc would schedule (AdamW, the rotary
+ * embedding).  The host emulator (tests/emu) has no such intrinsics, and
+ * g++ does not contract there, so it computes the plain operation. */
+#ifdef __CUDA_ARCH__
+#define SG_RN(dev, host) dev
+#else
+#define SG_RN(dev, host) host
+#endif
+__device__ __forceinline__ float sg_rn_mul(float a, float b) { return SG_RN(__fmul_rn(a, b), a * b); }
+__device__ __forceinline__ float sg_rn_add(float a, float b) { return SG_RN(__fadd_rn(a, b), a + b); }
+__device__ __forceinline__ float sg_rn_sub(float a, float b) { return SG_RN(__fsub_rn(a, b), a - b); }
+__device__ __forceinline__ float sg_rn_div(float a, float b) { return SG_RN(__fdiv_rn(a, b), a / b); }
+__device__ __forceinline__ float sg_rn_sqrt(float a) { return SG_RN(__fsqrt_rn(a), sqrtf(a)); }
+
 /* The bf16 a matmul reads for the fp32 value v (round to nearest even):
  * matmul.cu's cast and every twin store go through this one conversion,
  * which is what makes a twin bitwise the cast it replaces. */

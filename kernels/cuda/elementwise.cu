@@ -184,54 +184,18 @@ extern "C" void op_add(real *out, const real *a, const real *b, long n) {
 /* torch.optim.AdamW, the same arithmetic as kernels/cpu/adamw.c in fp32:
  *   g *= gscale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
  *   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
- * Every product, sum, quotient and root rounded on its own (the _rn
- * intrinsics, which nvcc never fuses into an fma), as the CPU build's C11
- * computes it.  With the plain expression nvcc chose fmas per kernel: on an
- * H200 op_adamw_multi's parameters came out one ulp off op_adamw's for the
- * same inputs (2026-12-04, test_gpu_ops "adamw multi").  The host emulator
- * (tests/emu) has no such intrinsics and g++ does not contract there. */
-static __device__ __forceinline__ float rn_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-static __device__ __forceinline__ float rn_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-static __device__ __forceinline__ float rn_sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-static __device__ __forceinline__ float rn_div(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-static __device__ __forceinline__ float rn_sqrt(float a) {
-#ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
-#else
-    return sqrtf(a);
-#endif
-}
+ * Every operation rounded on its own (sg_rn_*, cuda_common.h), as the CPU
+ * build's C11 computes it.  With the plain expression nvcc chose fmas per
+ * kernel: on an H200 op_adamw_multi's parameters came out one ulp off
+ * op_adamw's for the same inputs (2026-12-04, test_gpu_ops "adamw multi"). */
 struct AdamW {
     float step, sbc2, decay, b1, b2, eps, gs;
     __device__ __forceinline__ void operator()(float &p, float &m, float &v, float g) const {
-        const float gi = rn_mul(g, gs);
-        m = rn_add(rn_mul(b1, m), rn_mul(rn_sub(1.0f, b1), gi));
-        v = rn_add(rn_mul(b2, v), rn_mul(rn_mul(rn_sub(1.0f, b2), gi), gi));
-        p = rn_sub(rn_mul(p, decay), rn_div(rn_mul(step, m), rn_add(rn_div(rn_sqrt(v), sbc2), eps)));
+        const float gi = sg_rn_mul(g, gs);
+        m = sg_rn_add(sg_rn_mul(b1, m), sg_rn_mul(sg_rn_sub(1.0f, b1), gi));
+        v = sg_rn_add(sg_rn_mul(b2, v), sg_rn_mul(sg_rn_mul(sg_rn_sub(1.0f, b2), gi), gi));
+        const float den = sg_rn_add(sg_rn_div(sg_rn_sqrt(v), sbc2), eps);
+        p = sg_rn_sub(sg_rn_mul(p, decay), sg_rn_div(sg_rn_mul(step, m), den));
     }
 };
 __global__ void adamw_k(float *p, float *m, float *v, const float *g, long n, AdamW a) {

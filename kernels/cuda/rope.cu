@@ -16,9 +16,7 @@
  *
  * The bits are the CPU's: each product and each sum is rounded on its own
  * (the CPU build compiles C11 without contraction), where nvcc would fuse
- * x c - y s into an fma; __fmul_rn / __fadd_rn are never fused.  The host
- * emulator (tests/emu) has no such intrinsics and g++ does not contract
- * there either, so it computes the plain expression.
+ * x c - y s into an fma; sg_rn_* (cuda_common.h) are never fused.
  *
  * q and k are fp32.  The model rotates only qkv and dqkv tensors it has not
  * promised (ops.h: op_attention_operand, op_matmul_only; src/model.c,
@@ -38,18 +36,10 @@ static const long MAX_GRID_Y = 65535; /* gridDim.y's limit */
 
 /* x c - y s and x c + y s, each product and the sum rounded on its own */
 __device__ __forceinline__ float rope_sub(float x, float c, float y, float s) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(__fmul_rn(x, c), __fmul_rn(y, s));
-#else
-    return x * c - y * s;
-#endif
+    return sg_rn_sub(sg_rn_mul(x, c), sg_rn_mul(y, s));
 }
 __device__ __forceinline__ float rope_add(float x, float c, float y, float s) {
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(__fmul_rn(x, c), __fmul_rn(y, s));
-#else
-    return x * c + y * s;
-#endif
+    return sg_rn_add(sg_rn_mul(x, c), sg_rn_mul(y, s));
 }
 
 /* Thread x of the row's units = 2 H h: pair i = x % h of head (x / h) % H
