@@ -14,18 +14,6 @@
  * as a trained model's logits do.  `widen` multiplies the rule for dx and
  * dwte where the logits are larger: at wscale 0.3 and C 384 they reach
  * about 30, 6% (an H200 measured dx at 1.13 of the plain rule, 2026-12-04). */
-static void compare_widened(const char *what, const real *dev, const real *ref, long n, double widen) {
-    real *got = back(dev, n);
-    double *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b);
-    for (long i = 0; i < n; i++) a[i] = got[i], b[i] = ref[i];
-    const double scale = maxabs(ref, n);
-    long worst = 0;
-    const double e = check_max_err(a, b, n, widen * (2e-2 * scale + 1e-6), widen * 2e-2, &worst);
-    CHECK(e <= 1, "%s: worst %.3g of %g x the bf16 tolerance (scale %.4g) at %ld (gpu %.7g, cpu %.7g)", what, e, widen,
-          scale, worst, a[worst], b[worst]);
-    free(got), free(a), free(b);
-}
-
 void test_classifier(int N, int C, int V, int Vp, double wscale, double widen) {
     real *x = host_rand((long)N * C, 1), *wte = host_rand((long)Vp * C, wscale);
     int32_t *tg = malloc(sizeof *tg * (size_t)N);
@@ -39,8 +27,8 @@ void test_classifier(int N, int C, int V, int Vp, double wscale, double widen) {
     double l2 = gpu_ops.classifier(loss_d, dx_d, dwte_d, x_d, wte_d, tg_d, N, C, V, Vp, (real)(1.0 / N));
     CHECK(fabs(l1 - l2) <= 2e-3 * fabs(l1), "classifier loss sum %.6f vs cpu %.6f", l2, l1);
     same("classifier row losses", loss_d, loss, N, 1);
-    compare_widened("classifier dx", dx_d, dx, (long)N * C, widen);
-    compare_widened("classifier dwte (accumulated)", dwte_d, dwte, (long)Vp * C, widen);
+    compare_widened("classifier dx", dx_d, dx, (long)N * C, 1, maxabs(dx, (long)N * C), widen);
+    compare_widened("classifier dwte (accumulated)", dwte_d, dwte, (long)Vp * C, 1, maxabs(dwte, (long)Vp * C), widen);
     double l3 = gpu_ops.classifier(NULL, NULL, NULL, x_d, wte_d, tg_d, N, C, V, Vp, 1);
     CHECK(l3 == l2, "classifier: evaluation gives the training loss bitwise (%.17g, %.17g)", l3, l2);
     void *ds[] = {x_d, wte_d, loss_d, dx_d, dwte_d, tg_d};

@@ -36,18 +36,23 @@ double maxabs(const real *x, long n) {
 }
 
 /* Compare a device result with the host reference. */
-/* |dev - ref| <= atol + rtol |ref| elementwise, with atol the bf16 (lowp)
- * or fp32 rule's at the given scale */
-void compare(const char *what, const real *dev, const real *ref, long n, int lowp, double scale) {
+/* |dev - ref| <= widen (atol + rtol |ref|) elementwise, with atol and rtol
+ * the bf16 (lowp) or fp32 rule's at the given scale */
+void compare_widened(const char *what, const real *dev, const real *ref, long n, int lowp, double scale,
+                     double widen) {
     real *got = back(dev, n);
     double *a = calloc((size_t)(n > 0 ? n : 1), sizeof *a), *b = calloc((size_t)(n > 0 ? n : 1), sizeof *b);
     for (long i = 0; i < n; i++) a[i] = got[i], b[i] = ref[i];
     double atol = lowp ? 2e-2 * scale + 1e-6 : 1e-5 * (scale > 1 ? scale : 1), rtol = lowp ? 2e-2 : 1e-4;
     long worst = 0;
-    double e = check_max_err(a, b, n, atol, rtol, &worst);
-    CHECK(e <= 1, "%s: worst %.3g of tolerance (scale %.4g) at %ld (gpu %.7g, cpu %.7g)", what, e, scale, worst,
-          n ? a[worst] : 0, n ? b[worst] : 0);
+    double e = check_max_err(a, b, n, widen * atol, widen * rtol, &worst);
+    CHECK(e <= 1, "%s: worst %.3g of %g x the tolerance (scale %.4g) at %ld (gpu %.7g, cpu %.7g)", what, e, widen,
+          scale, worst, n ? a[worst] : 0, n ? b[worst] : 0);
     free(got), free(a), free(b);
+}
+
+void compare(const char *what, const real *dev, const real *ref, long n, int lowp, double scale) {
+    compare_widened(what, dev, ref, n, lowp, scale, 1);
 }
 
 /* the scale: the reference's largest magnitude */

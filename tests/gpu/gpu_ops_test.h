@@ -20,6 +20,8 @@ real *back(const real *d, long n);
 real *dev_copy(const real *d, long n);
 double maxabs(const real *x, long n);
 void compare(const char *what, const real *dev, const real *ref, long n, int lowp, double scale);
+void compare_widened(const char *what, const real *dev, const real *ref, long n, int lowp, double scale,
+                     double widen);
 void same(const char *what, const real *dev, const real *ref, long n, int lowp);
 void bitwise(const char *what, const real *d1, const real *d2, long n);
 void bits_as(const char *what, const char *of, const real *d1, const real *d2, long n);
