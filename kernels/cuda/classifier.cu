@@ -49,7 +49,12 @@
  * block; dwte accumulates chunk by chunk in row order.
  *
  * The GEMMs go through plain cuBLAS (not Lt): sg_cublas(), bound to
- * sg_stream(). */
+ * sg_stream().  Their outputs are stored by cuBLAS's Hopper kernels with
+ * the tensor memory accelerator, which compute-sanitizer's initcheck does
+ * not see: on an H200 it reported every logit the softmax read as
+ * uninitialised (2026-12-04, while the loss matched the CPU's).  The scratch
+ * is therefore zeroed when it is allocated (sg_scratch_zeroed), once; the
+ * program still writes every logit before it reads it. */
 extern "C" {
 #include "ops.h"
 }
@@ -255,7 +260,7 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
 #else
     const int Vg = Vp;
 #endif
-    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, zb + lb + 256 + wb + xb);
+    char *s = (char *)sg_scratch_zeroed(SCRATCH_CLASSIFIER, zb + lb + 256 + wb + xb);
     gin_t *z = (gin_t *)s;
     double *rowloss = (double *)(s + zb);
     double *total = (double *)(s + zb + lb);
@@ -295,7 +300,7 @@ extern "C" void op_logits(real *logits, const real *x, const real *wte, int N, i
     gin_t *wbuf = NULL, *xbuf = NULL;
 #else
     const size_t wb = align256(sizeof(gin_t) * (size_t)Vp * C);
-    char *s = (char *)sg_scratch(SCRATCH_CLASSIFIER, wb + sizeof(gin_t) * (size_t)N * C);
+    char *s = (char *)sg_scratch_zeroed(SCRATCH_CLASSIFIER, wb + sizeof(gin_t) * (size_t)N * C);
     gin_t *wbuf = (gin_t *)s, *xbuf = (gin_t *)(s + wb);
 #endif
     const gin_t *w = gemm_input(wbuf, wte, (long)Vp * C, (long)Vp * C);

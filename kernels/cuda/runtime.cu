@@ -70,7 +70,7 @@ extern "C" cublasLtHandle_t sg_cublaslt(void) {
     return g_lt;
 }
 
-extern "C" void *sg_scratch(int slot, size_t bytes) {
+static void *scratch_get(int slot, size_t bytes, bool zero_new) {
     if (bytes <= g_scratch_bytes[slot]) return g_scratch[slot];
     if (g_scratch[slot]) {
         /* the stream may still be reading the old buffer */
@@ -81,16 +81,12 @@ extern "C" void *sg_scratch(int slot, size_t bytes) {
     g_scratch[slot] = NULL, g_scratch_bytes[slot] = 0;
     if (sg_malloc(&g_scratch[slot], want) != cudaSuccess) sg_out_of_memory(want, "a scratch buffer");
     g_scratch_bytes[slot] = want;
-    /* The classifier's logits are written by cuBLAS, whose Hopper kernels
-     * store their tiles with the tensor memory accelerator; compute-sanitizer's
-     * initcheck does not see those stores and on an H200 reported every
-     * logit the softmax then read as uninitialised (2026-12-04, while the
-     * loss matched the CPU's).  Zeroed once here, a buffer the program
-     * writes before every read, so that initcheck keeps its say over the
-     * rest of the program. */
-    if (slot == SCRATCH_CLASSIFIER) CUDA_CHECK(cudaMemsetAsync(g_scratch[slot], 0, want, sg_stream()));
+    if (zero_new) CUDA_CHECK(cudaMemsetAsync(g_scratch[slot], 0, want, sg_stream()));
     return g_scratch[slot];
 }
+
+extern "C" void *sg_scratch(int slot, size_t bytes) { return scratch_get(slot, bytes, false); }
+extern "C" void *sg_scratch_zeroed(int slot, size_t bytes) { return scratch_get(slot, bytes, true); }
 
 extern "C" void *op_alloc(size_t bytes) {
     void *p = NULL;

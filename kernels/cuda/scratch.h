@@ -27,6 +27,10 @@ extern "C" {
 /* A scratch buffer of at least `bytes` on the device, reused across calls
  * (grown when needed); valid until the next sg_scratch call with the same slot. */
 void *sg_scratch(int slot, size_t bytes);
+/* sg_scratch, and zeroed whenever it is (re)allocated: for a buffer that a
+ * library writes in ways compute-sanitizer's initcheck cannot see
+ * (classifier.cu) */
+void *sg_scratch_zeroed(int slot, size_t bytes);
 #ifdef __cplusplus
 }
 #endif
