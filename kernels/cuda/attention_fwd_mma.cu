@@ -20,6 +20,18 @@
  * so the block waits on global memory once, for the first tile, instead of
  * at every step.
  *
+ * Lazy rescaling (FlashAttention-4's): the running max m of a row moves
+ * only when some row of the m-tile would see its max grow by more than
+ * ATTN_LAZY_LOG2 = 8 (base 2); otherwise the tile's P = exp2(x - m) are
+ * taken against the old m, at most 2^8, and O and l need no rescaling:
+ * alpha = 1, and the m-tile's 64 multiplications of O by alpha are
+ * skipped (a warp vote, so the warp stays converged).  O / l and
+ * LSE = m + log l are the same quantities whichever m a row ends with; P
+ * up to 2^8 keeps bf16's relative precision, and l and O in fp32 have room.
+ * After the first tiles, a row's max rarely jumps by 8 (about 5.5 in the
+ * natural logits), so most tiles skip the rescale.  The m-tile's rows
+ * decide as one whether MT is 1 or 2, so both still give the same bits.
+ *
  * The running sum l is kept per lane over the lane's own columns and summed
  * across the row's four lanes once at the end (alpha scales every partial
  * alike); the phantom's term exp(c_h - m) = 1 starts in the partial of lane
@@ -48,6 +60,8 @@
  * skipped, is computed for it here only in S, where the mask replaces
  * every such logit by -inf; and with P = 0 there, it is skipped in P V. */
 static constexpr int FWD_MMA_BQ = 128;
+/* how far (base 2) a row's max may rise before O and l are rescaled */
+static constexpr float ATTN_LAZY_LOG2 = 8.f;
 static_assert(FWD_MMA_BQ == ATTN_PACK_ROWS && FWD_MMA_BQ == 2 * ATTN_BK,
               "the Q tile is as tall as the packing's rows, and holds one K and one V tile afterwards");
 template <int MT>
@@ -214,10 +228,18 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     attn_fwd_logits<true, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
                 else attn_fwd_logits<false, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
                 float alpha[2], mu[2];
+                bool grow = false;
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
                     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                    grow |= mx[r] > m[i][r] + ATTN_LAZY_LOG2; /* -inf + c = -inf: a first finite max grows */
+                }
+                /* the m-tile's 16 rows decide together (warp-uniform) */
+                const bool rescale = __any_sync(0xffffffffu, grow);
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    if (!rescale) mx[r] = m[i][r];
                     /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
                      * never exp2(-inf + inf) = NaN */
                     mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
@@ -238,11 +260,12 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     l[i][r] = fmaf(l[i][r], alpha[r], ps[r]);
                     m[i][r] = mx[r];
                 }
+                if (rescale)
 #pragma unroll
-                for (int n = 0; n < DP / 8; ++n) {
-                    o[i][n][0] *= alpha[0], o[i][n][1] *= alpha[0];
-                    o[i][n][2] *= alpha[1], o[i][n][3] *= alpha[1];
-                }
+                    for (int n = 0; n < DP / 8; ++n) {
+                        o[i][n][0] *= alpha[0], o[i][n][1] *= alpha[0];
+                        o[i][n][2] *= alpha[1], o[i][n][3] *= alpha[1];
+                    }
             }
 
             /* O += P V, P as the A operand straight from the accumulators;

@@ -78,6 +78,8 @@ struct AttnCase {
     int logbias;
     int vsep; /* v in its own buffer of stride C (the value gate's output) instead of the qkv row */
     int pad;  /* rows pad elements longer (NaN, never to be read or written): the kernels' scalar path */
+    int ramp; /* log-bias -0.1 (T - 1 - j): the row max rises 6.4 a 64-key tile, past the mma forward's
+               * lazy threshold (2^8) at every tile, so O and l are rescaled mid-row */
 };
 
 /* elements [from, to) of every row written (no longer the NaN they started as) */
@@ -129,6 +131,9 @@ static void test_attention(const AttnCase &c) {
     Buf dout = normal(no, 1), dsink0 = normal(H, 1);
     nan_pad(qkv, rows, qs, 3 * C), nan_pad(dout, rows, os, C);
     if (c.vsep) nan_pad(vbuf, rows, vs, C);
+    if (c.ramp)
+        for (long bh = 0; bh < (long)B * H; bh++)
+            for (int j = 0; j < T; j++) lb[bh * T + j] = -0.1f * (float)(T - 1 - j);
     const Buf qkv0 = qkv, vbuf0 = vbuf, sink0 = sink, lb0 = lb, dout0 = dout;
     float *v = c.vsep ? vbuf.p() : qkv.p() + 2 * C;
     const AttnArgs a = {B, T, H, d, qs, qs, vs, os, c.phantom > 0, c.phantom == 2 ? sink.p() : nullptr,
@@ -542,6 +547,8 @@ int main(int argc, char **argv) {
     attn.push_back({1, 70, 2, 24, 2, 1, 0, 1});
     attn.push_back({2, 33, 2, 40, 1, 0, 1, 3});
     attn.push_back({2, 20, 2, 30, 2, 0, 0, 0}); /* d 30: no cuDNN engine, the tiles run it under cudnn */
+    attn.push_back({1, 300, 2, 64, 0, 1, 0, 0, 1});
+    attn.push_back({2, 260, 2, 64, 2, 1, 1, 0, 1});
     /* ... each under both tile kernels and cuDNN (SG_ATTN; attention_cuda.h;
      * cuDNN is the emulator's CPU twin, tests/emu/emu_cudnn.cpp), or with
      * --as-set only under the one the environment selects */
@@ -551,8 +558,9 @@ int main(int argc, char **argv) {
     for (const char *kern : kerns) {
         if (!g_as_set) setenv("SG_ATTN", kern, 1);
         for (const AttnCase &c : attn) {
-            snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%d v=%s%s tiles=%s", c.B, c.T,
-                     c.H, c.d, PH[c.phantom], c.logbias, c.vsep ? "own" : "qkv", c.pad ? " rows+pad" : "", kern);
+            snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%s v=%s%s tiles=%s", c.B, c.T,
+                     c.H, c.d, PH[c.phantom], c.ramp ? "ramp" : c.logbias ? "1" : "0", c.vsep ? "own" : "qkv",
+                     c.pad ? " rows+pad" : "", kern);
             if (!cases.begin(tag)) continue;
             test_attention(c);
             cases.end();

@@ -152,5 +152,20 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     emu::barrier_wait(emu::warp_bars[emu::cur->warp]);
     return r;
 }
+/* The warp's vote: every lane posts its predicate, the warp meets, every
+ * lane reads all 32, the warp meets again. */
+inline bool __any_sync(unsigned mask, bool pred) {
+    if (mask != 0xffffffffu) {
+        fprintf(stderr, "emu: only full-warp votes are emulated\n");
+        abort();
+    }
+    auto &x = emu::xchg[emu::cur->warp];
+    x[emu::cur->lane] = pred ? 1 : 0;
+    emu::barrier_wait(emu::warp_bars[emu::cur->warp]);
+    bool any = false;
+    for (int l = 0; l < 32; l++) any = any || x[l] != 0;
+    emu::barrier_wait(emu::warp_bars[emu::cur->warp]);
+    return any;
+}
 
 #endif
