@@ -42,7 +42,8 @@ void op_matmul_bwd(real *dinp, real *dw, const real *dout, const real *inp,
  * written only by op_layernorm_fwd, op_residual_layernorm_fwd (their out),
  * op_gelu_fwd (out), op_gelu_bwd (dinp), op_attention_bwd (dq, with dk the
  * next third of its rows, and dv the last or written apart) or, right after
- * that, op_gate_bwd (a value slot's dv, that last third), and read only as
+ * that, op_gate_bwd (a value slot's dv, that last third), or
+ * op_attention_gate_bwd (dq, dk and the gate's dv, the three thirds), and read only as
  * the operand of
  * op_matmul_fwd (inp) or op_matmul_bwd (inp, dout): by the matmul issued
  * right after the op that wrote it, and by that forward's backward.  A
@@ -233,6 +234,27 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink,
                       real *dlogbias, const real *dout, const real *q,
                       const real *k, const real *v, const real *out,
                       const real *lse, const AttnArgs *a);
+/* The backward of an attention that reads a value-slot gate's output vg
+ * (its v argument), with the gate's backward: op_attention_bwd(dq, dk,
+ * dvg, dsink, NULL, ...) then op_gate_bwd(dv, dv_stride, dtau, dw, db, dvg,
+ * NULL, v, v_stride, g, p, ...), as one op.  The gradient of vg (dvg, row
+ * stride a->v_stride) is the op's scratch: a backend may fuse the gate into
+ * the attention's backward and never store it.  a->logbias must be NULL
+ * (dlogbias is not asked for). */
+typedef struct {
+    const GateParams *p; /* a value-slot gate: GATE_NORM or GATE_PROJ */
+    const real *v;       /* the gate's input, row stride v_stride */
+    int v_stride;
+    const real *g;       /* [B,H,T], saved by op_gate_fwd */
+    real *dv;            /* overwritten, row stride dv_stride */
+    int dv_stride;
+    real *dtau, *dw, *db; /* accumulated, as op_gate_bwd's */
+    real *dvg;           /* scratch: [B,T,H*d] at row stride a->v_stride */
+} AttnGateBwd;
+void op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout,
+                           const real *q, const real *k, const real *vg,
+                           const real *out, const real *lse, const AttnArgs *a,
+                           const AttnGateBwd *gb);
 
 /* ---- decode attention ------------------------------------------------------
  * One query per (b,h) over all T keys of its sequence, with no causal mask:

@@ -755,18 +755,27 @@ void model_backward(Model *m) {
         /* attention branch: res1 = x_in + c_proj(attn(gate(c_attn(ln1(x_in))))) */
         if (!par) attn_proj_bwd(m, l);
         AttnArgs aa = model_attn_args(m, l, B, Tp, la->logbias);
-        int value_gated = model_reads_gated(m);
-        real *dv = value_gated ? a->dvg : a->dqkv + 2 * C;
-        PROF(PROF_ATTENTION, attn_flops(m, B, 10),
-             op_attention_bwd(a->dqkv, a->dqkv + C, dv, aa.sink ? gl->sink : NULL,
-                              aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
-                              values_read(m, la), la->atty, la->lse, &aa));
-        if (m->arm->filter != FILTER_NONE) {
+        if (model_reads_gated(m)) {
+            /* the value gate's backward with the attention's, as one op
+             * (a backend may fuse them: ops.h); its time counts as the
+             * attention's */
             GateParams gp = model_gate_params(m, l);
-            PROF(PROF_GATE, 0,
-                 op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b,
-                             value_gated ? a->dvg : NULL, value_gated ? NULL : a->dlogbias,
-                             la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
+            AttnGateBwd gb = {&gp,       la->qkv + 2 * C, 3 * C,       la->gate,    a->dqkv + 2 * C,
+                              3 * C,     gl->tau,         gl->gate_w,  gl->gate_b,  a->dvg};
+            PROF(PROF_ATTENTION, attn_flops(m, B, 10),
+                 op_attention_gate_bwd(a->dqkv, a->dqkv + C, aa.sink ? gl->sink : NULL, a->datty, la->qkv,
+                                       la->qkv + C, values_read(m, la), la->atty, la->lse, &aa, &gb));
+        } else {
+            PROF(PROF_ATTENTION, attn_flops(m, B, 10),
+                 op_attention_bwd(a->dqkv, a->dqkv + C, a->dqkv + 2 * C, aa.sink ? gl->sink : NULL,
+                                  aa.logbias ? a->dlogbias : NULL, a->datty, la->qkv, la->qkv + C,
+                                  values_read(m, la), la->atty, la->lse, &aa));
+            if (m->arm->filter != FILTER_NONE) { /* a routing-slot gate */
+                GateParams gp = model_gate_params(m, l);
+                PROF(PROF_GATE, 0,
+                     op_gate_bwd(a->dqkv + 2 * C, 3 * C, gl->tau, gl->gate_w, gl->gate_b, NULL, a->dlogbias,
+                                 la->qkv + 2 * C, 3 * C, la->gate, &gp, B, Tp, m->H, m->d));
+            }
         }
         if (m->cfg.rotary_dims) PROF(PROF_POINTWISE, 0, model_rope(m, a->dqkv, B, Tp, 0, 1));
         PROF(PROF_MATMUL, 4.0 * N * C * 3 * C, op_matmul_bwd(a->dln, gl->attn_w, a->dqkv, la->ln1, lt->attn_w, N, C, 3 * C));

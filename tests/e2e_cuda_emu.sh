@@ -69,7 +69,7 @@ if [ "$SAN" = 1 ]; then
 fi
 # the CUDA ops get their own names next to the CPU ops
 RENAME=()
-for op in fwd bwd decode_fwd decode_bwd probs apply; do
+for op in fwd bwd gate_bwd decode_fwd decode_bwd probs apply; do
     RENAME+=(-Dop_attention_$op=cuda_op_attention_$op)
 done
 for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attention_operand promised_len params written layernorm_fwd residual_layernorm_fwd layernorm_bwd gelu_fwd gelu_bwd gelu_tanh_fwd gelu_tanh_bwd add \
@@ -109,13 +109,14 @@ for k in $OPS; do
 done
 # the attention forward writes its output's bf16 twin into matmul.cu's table
 # of copies: the attention tests link matmul.cu too (with the products it
-# runs, gemm.cu, and the weight copies it reads), built as they are; and
+# runs, gemm.cu, and the weight copies it reads), built as they are, and
+# gate.cu (op_attention_gate_bwd runs op_gate_bwd or its reduction); and
 # SG_ATTN=cudnn's CPU twin of cuDNN
 modes=(bf16 $([ $fp32 = 1 ] && echo fp32))
 for mode in "${modes[@]}"; do
     bg g++ "$W/$mode/emu_cudnn.o" "${CXXF[@]}" "${INC[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
         -MD -MF "$W/$mode/emu_cudnn.deps" "$E/emu_cudnn.cpp"
-    for k in matmul gemm weight_copies; do
+    for k in matmul gemm weight_copies gate; do
         bg g++ "$W/$mode/$k.o" "${CXXF[@]}" "${INC[@]}" "${RENAME[@]}" $([ $mode = fp32 ] && echo -DEMU_BF16_EXACT) \
             -MD -MF "$W/$mode/$k.deps" "$W/gen/$k.cpp"
     done

@@ -67,7 +67,8 @@ int main(void) {
           prof_secs[PROF_GATE]);
 
     /* per-layer ops: one call per layer per step; the optimizer once per step */
-    const char *per_layer[] = {"op_gelu_fwd(", "op_gelu_bwd(", "op_gate_fwd(", "op_attention_bwd(",
+    /* combo2's value gate: its backward is the attention's (op_attention_gate_bwd) */
+    const char *per_layer[] = {"op_gelu_fwd(", "op_gelu_bwd(", "op_gate_fwd(", "op_attention_gate_bwd(",
                                "op_matmul_fwd(la->qkv"};
     for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) {
         const ProfSite *s = find_site(per_layer[i]);

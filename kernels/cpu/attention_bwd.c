@@ -175,3 +175,12 @@ void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
         free(dc);
     }
 }
+
+/* The reference: the two ops in turn, dvg stored in full. */
+void op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout, const real *q, const real *k,
+                           const real *vg, const real *out, const real *lse, const AttnArgs *a,
+                           const AttnGateBwd *gb) {
+    op_attention_bwd(dq, dk, gb->dvg, dsink, NULL, dout, q, k, vg, out, lse, a);
+    op_gate_bwd(gb->dv, gb->dv_stride, gb->dtau, gb->dw, gb->db, gb->dvg, NULL, gb->v, gb->v_stride, gb->g, gb->p,
+                a->B, a->T, a->H, a->d);
+}

@@ -405,11 +405,17 @@ static void attn_bwd_launch(real *dq, real *dk, real *dv, real *dlogbias, const 
     CUDA_LAUNCHED();
 }
 
-extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
-                                 const real *dout, const real *q, const real *k, const real *v,
-                                 const real *out, const real *lse, const AttnArgs *a) {
+static long g_gate_fused; /* op_attention_gate_bwd calls that fused the gate */
+extern "C" long sg_attn_gate_fused(void) { return g_gate_fused; }
+
+/* op_attention_bwd, or with gate (the mma tiles, or cuDNN) op_attention_gate_bwd's
+ * fused form: dv is then the gate input's gradient, the last third of the
+ * [B T, 3 H d] rows dq begins, and the gate's parameter gradients are
+ * added after the kernels. */
+static void attn_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, const real *dout, const real *q,
+                     const real *k, const real *v, const real *out, const real *lse, const AttnArgs *a,
+                     const AttnGateBwd *gate) {
     const int B = a->B, T = a->T, H = a->H;
-    if (B <= 0 || T <= 0 || H <= 0 || a->d <= 0) return;
     if (a->d > ATTN_MAX_D)
         sg_cuda_fail(__FILE__, __LINE__, "op_attention_bwd", "head dim > 128 is not supported");
     const bool vec = attn_aligned16(q) && attn_aligned16(k) && attn_aligned16(v) &&
@@ -429,7 +435,12 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     const size_t c_bytes = attn_align(sizeof(double) * (size_t)B * H * nchunk);
     const size_t p_bytes = attn_align(mma ? (kept ? 1 : 4) * attn_pack_elems(g) * sizeof(sg_bf16) : 0);
     const size_t s_bytes = stored ? attn_ds_bytes(g) : 0;
-    unsigned char *scratch = (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes + s_bytes);
+    /* the fused gate's partials: one a block of the dkdv kernel */
+    const int gnp = gate ? (gate->p->kind == GATE_NORM ? 1 : a->d + 1) : 0;
+    const long gtiles = (long)B * ((T + ATTN_BK - 1) / ATTN_BK);
+    const size_t g_bytes = attn_align(sizeof(double) * (size_t)gtiles * H * gnp);
+    unsigned char *scratch =
+        (unsigned char *)sg_scratch(SCRATCH_MISC, d_bytes + c_bytes + p_bytes + s_bytes + g_bytes);
     float *D = (float *)scratch;
     double *dc_part = (double *)(scratch + d_bytes);
     sg_bf16 *pack = mma ? (sg_bf16 *)(scratch + d_bytes + c_bytes) : nullptr;
@@ -462,7 +473,22 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
      * last third from it. */
     const long C = (long)H * a->d;
     const bool qk = dk == dq + C && a->q_stride == 3 * C && a->k_stride == 3 * C;
-    const bool whole = qk && dv == dq + 2 * C && a->v_stride == 3 * C;
+    const bool whole = qk && dv == dq + 2 * C && (gate ? gate->dv_stride : a->v_stride) == 3 * C;
+    AttnGateEpi epi{};
+    if (gate) {
+        const GateParams *p = gate->p;
+        epi.kind = p->kind;
+        epi.v16 = sg_bf16_inside(gate->v);
+        epi.v32 = epi.v16 ? nullptr : gate->v;
+        epi.v_stride = gate->v_stride;
+        epi.g = gate->g;
+        epi.w = p->w;
+        epi.tb = p->kind == GATE_NORM ? p->tau : p->b;
+        epi.beta = p->beta;
+        epi.dv_stride = gate->dv_stride;
+        epi.part = (double *)(scratch + d_bytes + c_bytes + p_bytes + s_bytes);
+        epi.np = gnp;
+    }
     const long n3 = (long)B * T * 3 * C;
     /* With dv apart (the value gates), the twin's dv part is the gate
      * backward's to write (sg_twin_partial).  A dqkv promised to matmuls
@@ -471,15 +497,23 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
     sg_bf16 *twin = mma && qk ? sg_twin_begin(dq, n3) : nullptr;
     if (twin) g.f32 = sg_twin_fp32(dq, n3) != nullptr;
     else if (qk) sg_twin_none(dq, n3);
+    /* with a gate: fused into the mma tiles' dK/dV kernel, or, where cuDNN
+     * takes the call (it cannot apply the gate), dvg written apart and the
+     * gate's backward run after it as its own op */
+    bool fused = false, gate_apart = false;
     if (cudnn) {
         AttnOp op[4];
         attn_bwd_ops(op, dout, q, k, v, a, g, pack, kept);
-        if (!attn_cudnn_bwd(dq, dk, dv, out, lse, a, g, op, twin)) {
+        if (attn_cudnn_bwd(dq, dk, gate ? gate->dvg : dv, out, lse, a, g, op, twin)) {
+            gate_apart = gate != nullptr;
+        } else {
             if (!want_dc) pre();
-            attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
+            attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds, gate ? &epi : nullptr);
+            fused = gate != nullptr;
         }
     } else if (mma) {
-        attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds);
+        attn_bwd_mma(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g, pack, kept, twin, ds, gate ? &epi : nullptr);
+        fused = gate != nullptr;
     } else {
         attn_by_dpad(a->d, [&](auto dp) {
             attn_bwd_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, dout, q, k, v, lse, D, a, g);
@@ -490,6 +524,47 @@ extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real
                                                                          nchunk);
         CUDA_LAUNCHED();
     }
-    if (twin && whole) sg_twin_written(dq, n3);
+    if (fused) {
+        sg_gate_param_reduce(gate->dtau, gate->dw, gate->db, epi.part, (int)gtiles, H, a->d, gnp,
+                             gate->p->kind == GATE_NORM);
+        g_gate_fused++;
+    }
+    if (twin && whole && !gate_apart) sg_twin_written(dq, n3);
     else if (twin) sg_twin_partial(dq, n3);
+    if (gate_apart)
+        op_gate_bwd(gate->dv, gate->dv_stride, gate->dtau, gate->dw, gate->db, gate->dvg, nullptr, gate->v,
+                    gate->v_stride, gate->g, gate->p, B, T, H, a->d);
+}
+
+extern "C" void op_attention_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias,
+                                 const real *dout, const real *q, const real *k, const real *v,
+                                 const real *out, const real *lse, const AttnArgs *a) {
+    if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->d <= 0) return;
+    attn_bwd(dq, dk, dv, dsink, dlogbias, dout, q, k, v, out, lse, a, nullptr);
+}
+
+/* Fused (the gate's backward in the dK/dV kernel's epilogue, its dvg never
+ * stored) where the mma tiles run the backward, with dq, dk and dv the
+ * three parts of one [B T, 3 H d] gradient, d <= 128, no log-bias, and v's
+ * rows at least H d apart; under SG_ATTN=cudnn, where cuDNN takes the call,
+ * the attention's backward is cuDNN's and the gate's runs after it.  Anything
+ * else runs the two ops, as the CPU does. */
+extern "C" void op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout, const real *q,
+                                      const real *k, const real *vg, const real *out, const real *lse,
+                                      const AttnArgs *a, const AttnGateBwd *gb) {
+    const int B = a->B, T = a->T, H = a->H, d = a->d;
+    if (B <= 0 || T <= 0 || H <= 0 || d <= 0) return;
+    const GateParams *p = gb->p;
+    if (p->slot != SLOT_VALUE || (p->kind != GATE_NORM && p->kind != GATE_PROJ))
+        sg_cuda_fail(__FILE__, __LINE__, "op_attention_gate_bwd", "needs a value-slot norm or projection gate");
+    const long C = (long)H * d;
+    const bool tiles = attn_use_mma() && !a->logbias && d <= ATTN_MAX_D && dk == dq + C && gb->dv == dq + 2 * C &&
+                       a->q_stride == 3 * C && a->k_stride == 3 * C && gb->dv_stride == 3 * C && gb->v_stride >= C;
+    if (tiles) {
+        attn_bwd(dq, dk, gb->dv, dsink, nullptr, dout, q, k, vg, out, lse, a, gb);
+        return;
+    }
+    op_attention_bwd(dq, dk, gb->dvg, dsink, nullptr, dout, q, k, vg, out, lse, a);
+    op_gate_bwd(gb->dv, gb->dv_stride, gb->dtau, gb->dw, gb->db, gb->dvg, nullptr, gb->v, gb->v_stride, gb->g, p, B,
+                T, H, d);
 }

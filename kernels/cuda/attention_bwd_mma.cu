@@ -172,16 +172,121 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
     return ds + (bh * (long)attn_ds_tiles(T) + (long)qt * (qt + 1) / 2 + kt) * (ATTN_BK * ATTN_BQ);
 }
 
+/* A value gate's backward on a warp's 16 keys, after their dV (dva)
+ * (op_attention_gate_bwd; gate.cu states the math): dva holds dvg, the
+ * gradient of the attention's v input vg = g v, and becomes dv, the
+ * gradient of the gate's input v.  Per key row j (head h):
+ *   s = w_h . v_j (GK = GATE_PROJ) or ||v_j||^2 (GATE_NORM), z as gate.cu's
+ *   a = dvg_j . v_j,  dz = a g_j (1 - g_j),  1 - g_j = sigmoid(-z)
+ *   dv_j = g_j dvg_j + dz (w_h, or beta v_j / (sqrt(d) ||v_j||))
+ * A row's columns are in its four lanes (tq): each sums its own, then two
+ * xor shuffles, which leave the same bits in all four.  dwp gathers this
+ * lane's dz v over its two rows (projection), dzs the dz of its rows (tq 0
+ * only, so that a row counts once).  Rows at or past T get dz = 0. */
+template <int DP, int GK>
+static __device__ __forceinline__ void attn_gate_bwd_rows(float (&dva)[DP / 8][4], float (&dwp)[DP / 8][2],
+                                                          float &dzs, const AttnGateEpi &epi, const AttnGeom &g,
+                                                          long row0, long bh, int h, const int (&key)[2], int lane) {
+    const int tq = lane & 3, d = g.d, T = g.T;
+    const float tb = epi.tb[h];
+    const float *wh = GK == GATE_PROJ ? epi.w + (long)h * d : nullptr;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const bool in = key[r] < T;
+        const long vo = (row0 + (in ? key[r] : 0)) * epi.v_stride + (long)h * d;
+        float vv[DP / 8][2], s = 0.f, a = 0.f;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = 8 * n + 2 * tq + c;
+                const bool ok = in && col < d;
+                const float x = !ok ? 0.f : epi.v16 ? __bfloat162float(epi.v16[vo + col]) : epi.v32[vo + col];
+                vv[n][c] = x;
+                s += GK == GATE_NORM ? x * x : (ok ? wh[col] : 0.f) * x;
+                a += dva[n][2 * r + c] * x;
+            }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        const float nrm = GK == GATE_NORM ? sqrtf(s) : 0.f;
+        const float z = GK == GATE_NORM ? epi.beta * (nrm / sqrtf((float)d) - tb) : s + tb;
+        const float gv = in ? epi.g[bh * T + key[r]] : 0.f;
+        const float dz = in ? a * gv * sg_sigmoid(-z) : 0.f;
+        const float f =
+            GK == GATE_NORM ? (nrm > 0.f ? dz * epi.beta * (1.f / sqrtf((float)d)) / nrm : 0.f) : dz;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = 8 * n + 2 * tq + c;
+                const float dir = GK == GATE_NORM ? vv[n][c] : (col < d ? wh[col] : 0.f);
+                dva[n][2 * r + c] = gv * dva[n][2 * r + c] + f * dir;
+                if (GK == GATE_PROJ) dwp[n][c] = fmaf(dz, vv[n][c], dwp[n][c]);
+            }
+        if (tq == 0) dzs += dz;
+    }
+}
+
+/* The block's partial of the gate's parameter gradients (AttnGateEpi.part):
+ * each warp's lanes added over the row bits (xor 4, 8, 16) in double, then
+ * the warps in order through shared memory, which the tiles no longer need
+ * once every warp has passed the barrier below.  Every warp of the block
+ * takes part, those without keys with zeros. */
+template <int DP, int GK>
+static __device__ __forceinline__ void attn_gate_partial(const float (&dwp)[DP / 8][2], float dzs,
+                                                         const AttnGateEpi &epi, const AttnGeom &g, int b, int kt,
+                                                         int h, int warp, int lane, unsigned char *smem) {
+    const int tq = lane & 3, np = epi.np;
+    double s0 = dzs, sw[DP / 8][2];
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) sw[n][0] = dwp[n][0], sw[n][1] = dwp[n][1];
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        if (GK == GATE_PROJ)
+#pragma unroll
+            for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) sw[n][c] += __shfl_xor_sync(0xffffffffu, sw[n][c], o);
+    }
+    double *sh = reinterpret_cast<double *>(smem); /* [ATTN_NT / 32][np] */
+    __syncthreads();                               /* every warp is done with the tiles */
+    if (lane < 4) {
+        if (lane == 0) sh[warp * np] = GK == GATE_NORM ? -(double)epi.beta * s0 : s0;
+        if (GK == GATE_PROJ)
+#pragma unroll
+            for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int col = 8 * n + 2 * tq + c;
+                    if (col < g.d) sh[warp * np + 1 + col] = sw[n][c];
+                }
+    }
+    __syncthreads();
+    const long nkt = (g.T + ATTN_BK - 1) / ATTN_BK;
+    double *out = epi.part + (((long)b * nkt + kt) * g.H + h) * np;
+    for (int k = threadIdx.x; k < np; k += ATTN_NT) {
+        double t = 0.0;
+        for (int w = 0; w < ATTN_NT / 32; ++w) t += sh[w * np + k];
+        out[k] = t;
+    }
+}
+
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 
-template <int DP, bool LB>
+/* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
+ * (attn_gate_bwd_rows; with no log-bias), or 0 */
+template <int DP, bool LB, int GK>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
-                             sg_bf16 *__restrict__ ds, AttnGeom g) {
+                             sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi) {
+    static_assert(!(GK && LB), "the value gates have no log-bias");
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -271,6 +376,20 @@ static __global__ void __launch_bounds__(ATTN_NT)
         if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
 
+    if constexpr (GK != 0) {
+        float dwp[DP / 8][2], dzs = 0.f;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) dwp[n][0] = dwp[n][1] = 0.f;
+        if (active) {
+            tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
+                              tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
+            attn_gate_bwd_rows<DP, GK>(dva, dwp, dzs, epi, g, row0, bh, h, key, lane);
+            tc_store_rows<DP>(dv + row0 * epi.dv_stride + ho, epi.dv_stride, dva, kw0, T, g.d, 1.f, lane,
+                              tv ? tv + row0 * epi.dv_stride + ho : nullptr, g.f32 || !tv);
+        }
+        attn_gate_partial<DP, GK>(dwp, dzs, epi, g, b, kt, h, warp, lane, attn_smem);
+        return;
+    }
     if (!active) return;
     if (LB)
 #pragma unroll
@@ -518,7 +637,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
 
 template <int DP>
 static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp *op, const real *lse,
-                                const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds) {
+                                const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds,
+                                const AttnGateEpi *gate) {
     /* the twin's parts at dk's and dv's offsets from dq; dv apart (a value
      * gate's input gradient) has no part in it and is always stored */
     const long C = (long)a->H * a->d;
@@ -526,10 +646,15 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     const size_t smem = BwdMmaLayout<DP>::BYTES;
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     const bool lb = a->logbias != nullptr;
-    auto dkdv = lb ? attn_bwd_dkdv_mma_kernel<DP, true> : attn_bwd_dkdv_mma_kernel<DP, false>;
+    if (gate && lb) sg_cuda_fail(__FILE__, __LINE__, "op_attention_gate_bwd", "a value gate with a log-bias");
+    auto dkdv = lb                                  ? attn_bwd_dkdv_mma_kernel<DP, true, 0>
+                : !gate                             ? attn_bwd_dkdv_mma_kernel<DP, false, 0>
+                : gate->kind == GATE_NORM           ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM>
+                                                    : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ>;
     attn_smem_attr(dkdv, smem);
+    const AttnGateEpi epi = gate ? *gate : AttnGateEpi{};
     dkdv<<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3], lse, D, a->logbias, tk,
-                                               tv, ds, g);
+                                               tv, ds, g, epi);
     CUDA_LAUNCHED();
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
@@ -573,16 +698,17 @@ void attn_bwd_ops(AttnOp op[4], const real *dout, const real *q, const real *k, 
 }
 
 void attn_bwd_mma_ops(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp op[4], const real *lse,
-                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds) {
+                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds,
+                      const AttnGateEpi *gate) {
     attn_by_dpad(a->d, [&](auto dp) {
-        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
+        attn_bwd_mma_launch<decltype(dp)::value>(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds, gate);
     });
 }
 
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds) {
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds, const AttnGateEpi *gate) {
     AttnOp op[4];
     attn_bwd_ops(op, dout, q, k, v, a, g, pack, kept);
-    attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds);
+    attn_bwd_mma_ops(dq, dk, dv, dlogbias, op, lse, D, a, g, twin, ds, gate);
 }

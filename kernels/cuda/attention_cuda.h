@@ -415,14 +415,36 @@ void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real
  * (SG_ATTN_DQ=stored), or null to recompute it in the dq kernel */
 void attn_bwd_mma(real *dq, real *dk, real *dv, real *dlogbias, const real *dout, const real *q, const real *k,
                   const real *v, const real *lse, const float *D, const AttnArgs *a, const AttnGeom &g,
-                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds);
+                  sg_bf16 *pack, const sg_bf16 *kept, sg_bf16 *twin, sg_bf16 *ds, const struct AttnGateEpi *gate);
+
+/* A value-slot gate's backward fused into the dK/dV kernel's epilogue
+ * (op_attention_gate_bwd, attention_bwd.cu): what the kernel needs of
+ * op_gate_bwd's arguments.  dv, the kernel's output, is then the gradient
+ * of the gate's input v, with row stride dv_stride, and part receives one
+ * partial of the parameter gradients a block: [(b ceil(T / ATTN_BK) + kt) H
+ * + h][np], np = 1 (the norm gate's dtau term) or d + 1 (the projection's
+ * db term, then dw), as gate.cu's gate_param_reduce_kernel adds them. */
+struct AttnGateEpi {
+    int kind;              /* GATE_NORM or GATE_PROJ */
+    const float *v32;      /* the gate's input v, fp32 ... */
+    const sg_bf16 *v16;    /* ... or stored in bf16 (one of the two is null) */
+    int v_stride;
+    const float *g;        /* [B,H,T], saved by op_gate_fwd */
+    const float *w;        /* [H,d] projection direction */
+    const float *tb;       /* [H] tau (norm) or b (projection) */
+    float beta;
+    int dv_stride;
+    double *part;
+    int np;
+};
 
 /* attn_bwd_mma in two steps: the operands (q, k, v, dO: in place, kept or
  * packed into pack), then the kernels over them */
 void attn_bwd_ops(AttnOp op[4], const real *dout, const real *q, const real *k, const real *v, const AttnArgs *a,
                   const AttnGeom &g, sg_bf16 *pack, const sg_bf16 *kept);
 void attn_bwd_mma_ops(real *dq, real *dk, real *dv, real *dlogbias, const AttnOp op[4], const real *lse,
-                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds);
+                      const float *D, const AttnArgs *a, const AttnGeom &g, sg_bf16 *twin, sg_bf16 *ds,
+                      const struct AttnGateEpi *gate = nullptr);
 
 /* SG_ATTN=cudnn (attention_cudnn.cu): cuDNN's fused attention
  * (cudnn_sdpa.h) over the operands the mma path prepares (every other

@@ -203,6 +203,21 @@ __device__ __forceinline__ float sg_rn_sub(float a, float b) { return SG_RN(__fs
 __device__ __forceinline__ float sg_rn_div(float a, float b) { return SG_RN(__fdiv_rn(a, b), a / b); }
 __device__ __forceinline__ float sg_rn_sqrt(float a) { return SG_RN(__fsqrt_rn(a), sqrtf(a)); }
 
+/* sigmoid(z) without overflow for either sign of z: the gates' g
+ * (gate.cu) and, fused into the attention's backward, their 1 - g */
+__device__ __forceinline__ float sg_sigmoid(float z) {
+    if (z >= 0.f) return 1.f / (1.f + expf(-z));
+    const float e = expf(z);
+    return e / (1.f + e);
+}
+
+/* The gates' parameter gradients from per-tile partials
+ * part[(tile H + h) np + k], added over the tiles in a fixed order into
+ * dtau (np 1) or db (k 0) and dw (k 1 .. d): gate.cu's reduction, also
+ * launched after the attention's backward with the gate fused into it. */
+void sg_gate_param_reduce(float *dtau, float *dw, float *db, const double *part, int ntiles, int H, int d, int np,
+                          int norm);
+
 /* The bf16 a matmul reads for the fp32 value v (round to nearest even):
  * matmul.cu's cast and every twin store go through this one conversion,
  * which is what makes a twin bitwise the cast it replaces. */

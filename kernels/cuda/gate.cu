@@ -77,12 +77,6 @@ extern "C" {
 #define GATE_FWD_ILP(NV) ((NV) >= 4 ? 1 : 4 / (NV))
 #define GATE_BWD_ILP(NV) ((NV) >= 2 ? 1 : 2)
 
-__device__ __forceinline__ float gate_sigmoid(float z) {
-    if (z >= 0.f) return 1.f / (1.f + expf(-z));
-    const float e = expf(z);
-    return e / (1.f + e);
-}
-
 /* log sigmoid(z) = -softplus(-z), without overflow for either sign of z */
 __device__ __forceinline__ float gate_log_sigmoid(float z) {
     return (z < 0.f ? z : 0.f) - log1pf(expf(-fabsf(z)));
@@ -195,7 +189,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
         if (gated) {
             float nrm;
             const float z = gate_z(s[u], norm, p.beta, tb[u], d, &nrm);
-            gv = gate_sigmoid(z);
+            gv = sg_sigmoid(z);
             if (p.slot == SLOT_ROUTING) lg = gate_log_sigmoid(z);
         }
         const unsigned b = bt[u] / (unsigned)T, t = bt[u] - b * (unsigned)T;
@@ -295,7 +289,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
         for (int u = 0; u < U; u++) {
             float nrm;
             const float z = gate_z(s[u], norm, p.beta, tau_or_b, d, &nrm);
-            const float omg = gate_sigmoid(-z); /* 1 - g */
+            const float omg = sg_sigmoid(-z); /* 1 - g */
             const float dz = route ? dl[u] * omg : a[u] * gv[u] * omg;
             /* dv: the direct term (value slot) or what is there (routing
              * slot), plus dz dz/dv = f (v or w_h) */
@@ -420,7 +414,7 @@ __global__ void gate_fwd_kernel(float *__restrict__ g, TO *__restrict__ vg,
         s = warp_sum(s);
         const float z = p.kind == GATE_NORM ? p.beta * (sqrtf(s) / sqrtf((float)d) - p.tau[h])
                                             : s + p.b[h];
-        gv = gate_sigmoid(z);
+        gv = sg_sigmoid(z);
         lg = gate_log_sigmoid(z);
     }
     if (lane == 0) g[gi] = gv;
@@ -471,7 +465,7 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         if (!route) a = warp_sum(a);
         const float nrm = norm ? sqrtf(s) : 0.f;
         const float z = norm ? p.beta * (nrm / sqrtf((float)d) - tau_or_b) : s + tau_or_b;
-        const float gv = g[gi], omg = gate_sigmoid(-z); /* omg = 1 - g */
+        const float gv = g[gi], omg = sg_sigmoid(-z); /* omg = 1 - g */
         const float dz = route ? dlogbias[gi] * omg : a * gv * omg;
         /* dv: the direct term (value slot) or what is there (routing slot),
          * plus dz dz/dv */
@@ -515,6 +509,13 @@ __global__ void gate_param_reduce_kernel(float *__restrict__ dtau, float *__rest
         db[h] += (float)s;
     else
         dw[(long)h * d + k - 1] += (float)s;
+}
+
+void sg_gate_param_reduce(float *dtau, float *dw, float *db, const double *part, int ntiles, int H, int d, int np,
+                          int norm) {
+    gate_param_reduce_kernel<<<dim3((unsigned)((np + 31) / 32), (unsigned)H), GATE_WARPS * 32, 0, sg_stream()>>>(
+        dtau, dw, db, part, ntiles, H, d, np, norm);
+    CUDA_LAUNCHED();
 }
 
 extern "C" void op_gate_fwd(real *g, real *vg, real *logbias, const real *v, int v_stride,
@@ -604,8 +605,6 @@ extern "C" void op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real 
         }
         CUDA_LAUNCHED();
     });
-    gate_param_reduce_kernel<<<dim3((unsigned)((np + 31) / 32), (unsigned)H), GATE_WARPS * 32, 0, sg_stream()>>>(
-        dtau, dw, db, part, ntiles, H, d, np, norm);
-    CUDA_LAUNCHED();
+    sg_gate_param_reduce(dtau, dw, db, part, ntiles, H, d, np, norm);
     if (tw) sg_twin_written(base, BT * 3 * HD);
 }

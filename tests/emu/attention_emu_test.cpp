@@ -55,6 +55,12 @@ long sg_matmul_stores_skipped(void);
 void sg_matmul_forget(void);
 long sg_attn_packs_reused(void); /* kernels/cuda/attention_pack.cu */
 long sg_attn_dq_stored(void);    /* kernels/cuda/attention_bwd_mma.cu */
+long sg_attn_gate_fused(void);   /* kernels/cuda/attention_bwd.cu */
+void cuda_op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout, const real *q, const real *k,
+                                const real *vg, const real *out, const real *lse, const AttnArgs *a,
+                                const AttnGateBwd *gb);
+void cuda_op_gate_bwd(real *dv, int dv_stride, real *dtau, real *dw, real *db, const real *dvg, const real *dlogbias,
+                      const real *v, int v_stride, const real *g, const GateParams *p, int B, int T, int H, int d);
 void sg_count_free(void);         /* what op_free does to that table */
 void cuda_op_matmul_only(const real *buf, long n);
 long cuda_op_promised_len(int kind, long n);
@@ -374,6 +380,33 @@ static void test_attention(const AttnCase &c) {
         noise("dq", dq_e, dq_c, 2 * eps * kmax / std::sqrt(d));
         noise("dk", dk_e, dk_c, 2 * eps * qmax / std::sqrt(d));
         if (c.logbias) noise("dlogbias", flat(dlb.p(), nl), flat(dlb_r.p(), nl), eps);
+    } else if (T == 1) {
+        /* One key and the phantom: dS = P (dP - D) = P (1 - P) dP, which
+         * cancels as P nears 1 (a sink logit far below the key's), while
+         * each side's dP and D carry bf16 rounding of the order of
+         * 2^-8 sum_e |dO_e v_e|.  So the scale is that sum's largest,
+         * times q's (dk) or k's (dq) largest / sqrt(d), where it exceeds
+         * the result's own. */
+        double sv = 0, qmax = 0, kmax = 0;
+        for (long r = 0; r < rows; r++)
+            for (int h = 0; h < H; h++) {
+                double t = 0;
+                for (int e = 0; e < d; e++) t += std::fabs((double)dout[r * os + h * d + e] * v[r * vs + h * d + e]);
+                sv = std::fmax(sv, t);
+            }
+        for (long r = 0; r < rows; r++)
+            for (int e = 0; e < C; e++) {
+                qmax = std::fmax(qmax, std::fabs(qkv[r * qs + e]));
+                kmax = std::fmax(kmax, std::fabs(qkv[r * qs + C + e]));
+            }
+        auto big = [](const std::vector<double> &x) {
+            double m = 0;
+            for (double y : x) m = std::fmax(m, std::fabs(y));
+            return m;
+        };
+        same("dq", dq_e, dq_c, g_bf16, std::fmax(big(dq_c), sv * kmax / std::sqrt(d)));
+        same("dk", dk_e, dk_c, g_bf16, std::fmax(big(dk_c), sv * qmax / std::sqrt(d)));
+        if (c.logbias) same("dlogbias", flat(dlb.p(), nl), flat(dlb_r.p(), nl), g_bf16, std::fmax(big(flat(dlb_r.p(), nl)), sv));
     } else {
         same("dq", dq_e, dq_c, g_bf16);
         same("dk", dk_e, dk_c, g_bf16);
@@ -411,6 +444,114 @@ static void test_attention(const AttnCase &c) {
 }
 
 /* ---- decode attention ---------------------------------------------------- */
+
+/* ---- the value gate's backward with the attention's ---------------------
+ * op_attention_gate_bwd on the value gate's attention (v apart, stride C;
+ * no log-bias) from the CPU's forward: against the CPU op (the two ops in
+ * turn) at the bf16 rule, the parameter gradients' increments scaled by
+ * their largest; and, on the emulated device, against the unfused pair
+ * cuda_op_attention_bwd then cuda_op_gate_bwd on the same inputs: dq and dk
+ * and dsink bitwise (the same kernels), dv and the parameters' gradients at
+ * fp32 tolerance (the fused epilogue sums each row's dot products and the
+ * partials in another order).  Under SG_ATTN=mma the op must have fused
+ * (sg_attn_gate_fused), under the others not. */
+struct GateBwdCase {
+    int B, T, H, d;
+    int kind;    /* GATE_NORM or GATE_PROJ */
+    int phantom; /* as AttnCase's */
+};
+
+static void test_attention_gate(const GateBwdCase &c) {
+    const int B = c.B, T = c.T, H = c.H, d = c.d, C = H * d;
+    const long rows = (long)B * T, nqkv = rows * 3 * C, nv = rows * C, nl = (long)B * H * T;
+    Buf qkv = normal(nqkv, 1), dout = normal(nv, 1), sink = normal(H, 1), dsink0 = normal(H, 1);
+    Buf tau = normal(H, 0.3), w = normal((long)H * d, 0.3), bias = normal(H, 0.5);
+    for (int h = 0; h < H; h++) tau[h] += 1.f; /* near a head's typical ||v|| / sqrt(d) */
+    const Buf dtau0 = normal(H, 0.1), dw0 = normal((long)H * d, 0.1), db0 = normal(H, 0.1);
+    const GateParams p = {c.kind, SLOT_VALUE, 8.f, tau.p(), w.p(), bias.p()};
+    Buf g(nl), vg(nv), o(nv), lse(nl);
+    op_gate_fwd(g.p(), vg.p(), nullptr, qkv.p() + 2 * C, 3 * C, &p, B, T, H, d);
+    const AttnArgs a = {B, T, H, d, 3 * C, 3 * C, C, C, c.phantom > 0, c.phantom == 2 ? sink.p() : nullptr, nullptr};
+    op_attention_fwd(o.p(), lse.p(), qkv.p(), qkv.p() + C, vg.p(), &a);
+    const Buf qkv0 = qkv, dout0 = dout, g0 = g, vg0 = vg, o0 = o, lse0 = lse;
+    const bool want_ds = c.phantom == 2;
+
+    struct Out { /* one run's outputs, accumulators from the same starts */
+        Buf dqkv, dvg, ds, dtau, dw, db;
+        Out(long nq, long nvg, const Buf &s0, const Buf &t0, const Buf &w0, const Buf &b0)
+            : dqkv(nq), dvg(nvg), ds(s0), dtau(t0), dw(w0), db(b0) {}
+        AttnGateBwd args(const GateParams *p, const float *v, const float *g, int C) {
+            return {p, v, 3 * C, g, dqkv.p() + 2 * C, 3 * C, dtau.p(), dw.p(), db.p(), dvg.p()};
+        }
+    };
+    Out r(nqkv, nv, dsink0, dtau0, dw0, db0), e(nqkv, nv, dsink0, dtau0, dw0, db0), u(nqkv, nv, dsink0, dtau0, dw0, db0);
+    const AttnGateBwd gr = r.args(&p, qkv.p() + 2 * C, g.p(), C), ge = e.args(&p, qkv.p() + 2 * C, g.p(), C);
+    op_attention_gate_bwd(r.dqkv.p(), r.dqkv.p() + C, want_ds ? r.ds.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C,
+                          vg.p(), o.p(), lse.p(), &a, &gr);
+    sg_matmul_forget();
+    const long f0 = sg_attn_gate_fused();
+    cuda_op_attention_gate_bwd(e.dqkv.p(), e.dqkv.p() + C, want_ds ? e.ds.p() : nullptr, dout.p(), qkv.p(),
+                               qkv.p() + C, vg.p(), o.p(), lse.p(), &a, &ge);
+    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "";
+    const long want_fused = !strcmp(tiles, "mma") ? 1 : 0;
+    CHECK(sg_attn_gate_fused() - f0 == want_fused, "%s: %ld backwards fused the gate, want %ld", g_tag.c_str(),
+          sg_attn_gate_fused() - f0, want_fused);
+
+    same("dq, dk and the gate's dv", flat(e.dqkv), flat(r.dqkv), g_bf16);
+    /* The accumulated parameter gradients: their increments, sums over the
+     * rows of dz_j (times v_j for dw) of either sign, where each dz_j
+     * carries dvg's bf16 error.  The rule's scale is the largest sum of
+     * the terms' magnitudes, from the CPU's dvg: dz_j = (dvg_j . v_j) g_j (1 - g_j). */
+    double sz = 0, szv = 0; /* max over h of sum_j |dz_j|, and over (h, k) of sum_j |dz_j v_jk| */
+    for (int h = 0; h < H; h++) {
+        double tz = 0;
+        std::vector<double> tzv(d, 0.0);
+        for (long row = 0; row < rows; row++) {
+            const float *vr = qkv.p() + row * 3 * C + 2 * C + (long)h * d, *dr = r.dvg.p() + row * C + (long)h * d;
+            double a_ = 0;
+            for (int k = 0; k < d; k++) a_ += (double)dr[k] * vr[k];
+            const double gj = g[((row / T) * H + h) * T + row % T], dz = std::fabs(a_ * gj * (1 - gj));
+            tz += dz;
+            for (int k = 0; k < d; k++) tzv[k] += dz * std::fabs(vr[k]);
+        }
+        sz = std::fmax(sz, tz);
+        for (int k = 0; k < d; k++) szv = std::fmax(szv, tzv[k]);
+    }
+    auto incr = [](const Buf &x, const Buf &x0) {
+        std::vector<double> v(x.n);
+        for (size_t i = 0; i < x.n; i++) v[i] = (double)x[i] - (double)x0[i];
+        return v;
+    };
+    if (c.kind == GATE_PROJ) {
+        same("dw (accumulated)", incr(e.dw, dw0), incr(r.dw, dw0), g_bf16, szv);
+        same("db (accumulated)", incr(e.db, db0), incr(r.db, db0), g_bf16, sz);
+    } else {
+        same("dtau (accumulated)", incr(e.dtau, dtau0), incr(r.dtau, dtau0), g_bf16, p.beta * sz);
+    }
+
+    /* the unfused pair on the emulated device */
+    sg_matmul_forget();
+    cuda_op_attention_bwd(u.dqkv.p(), u.dqkv.p() + C, u.dvg.p(), want_ds ? u.ds.p() : nullptr, nullptr, dout.p(),
+                          qkv.p(), qkv.p() + C, vg.p(), o.p(), lse.p(), &a);
+    cuda_op_gate_bwd(u.dqkv.p() + 2 * C, 3 * C, u.dtau.p(), u.dw.p(), u.db.p(), u.dvg.p(), nullptr, qkv.p() + 2 * C,
+                     3 * C, g.p(), &p, B, T, H, d);
+    CHECK(strided(e.dqkv.p(), rows, 2 * C, 3 * C, 0) == strided(u.dqkv.p(), rows, 2 * C, 3 * C, 0) &&
+              !memcmp(e.ds.p(), u.ds.p(), sizeof(float) * H),
+          "%s: dq, dk or dsink differ from the unfused ops'", g_tag.c_str());
+    same("the gate's dv against the unfused ops", strided(e.dqkv.p(), rows, C, 3 * C, 2 * C),
+         strided(u.dqkv.p(), rows, C, 3 * C, 2 * C), false);
+    same("dw against the unfused ops", incr(e.dw, dw0), incr(u.dw, dw0), false);
+    same("db against the unfused ops", incr(e.db, db0), incr(u.db, db0), false);
+    same("dtau against the unfused ops", incr(e.dtau, dtau0), incr(u.dtau, dtau0), false);
+
+    for (Out *x : {&r, &e, &u})
+        for (const Buf *b : {&x->dqkv, &x->dvg, &x->ds, &x->dtau, &x->dw, &x->db}) intact("outputs", *b);
+    unchanged("qkv", qkv, qkv0), unchanged("dout", dout, dout0), unchanged("g", g, g0), unchanged("vg", vg, vg0);
+    unchanged("o", o, o0), unchanged("lse", lse, lse0);
+    Digest dg;
+    for (const Buf *b : {&e.dqkv, &e.ds, &e.dtau, &e.dw, &e.db}) dg.add(*b);
+    digest_out(dg);
+}
 
 struct DecodeCase {
     int B, T, H, d, phantom, logbias, qshared;
@@ -542,11 +683,12 @@ int main(int argc, char **argv) {
     for (int T : {1, 7, 64, 130})
         for (int d : {16, 64, 128})
             for (int ph = 0; ph <= 2; ph++)
-                for (int lb = 0; lb <= 1; lb++, alt++) attn.push_back({1 + (alt & 1), T, 2, d, ph, lb, (alt >> 1) & 1, 0});
-    attn.push_back({1, 300, 2, 128, 2, 1, 1, 0});
-    attn.push_back({1, 70, 2, 24, 2, 1, 0, 1});
-    attn.push_back({2, 33, 2, 40, 1, 0, 1, 3});
-    attn.push_back({2, 20, 2, 30, 2, 0, 0, 0}); /* d 30: no cuDNN engine, the tiles run it under cudnn */
+                for (int lb = 0; lb <= 1; lb++, alt++)
+                    attn.push_back({1 + (alt & 1), T, 2, d, ph, lb, (alt >> 1) & 1, 0, 0});
+    attn.push_back({1, 300, 2, 128, 2, 1, 1, 0, 0});
+    attn.push_back({1, 70, 2, 24, 2, 1, 0, 1, 0});
+    attn.push_back({2, 33, 2, 40, 1, 0, 1, 3, 0});
+    attn.push_back({2, 20, 2, 30, 2, 0, 0, 0, 0}); /* d 30: no cuDNN engine, the tiles run it under cudnn */
     attn.push_back({1, 300, 2, 64, 0, 1, 0, 0, 1});
     attn.push_back({2, 260, 2, 64, 2, 1, 1, 0, 1});
     /* ... each under both tile kernels and cuDNN (SG_ATTN; attention_cuda.h;
@@ -563,6 +705,21 @@ int main(int argc, char **argv) {
                      c.pad ? " rows+pad" : "", kern);
             if (!cases.begin(tag)) continue;
             test_attention(c);
+            cases.end();
+        }
+    }
+    /* the value gates' backward fused into the attention's (mma) or the
+     * two ops in turn (wmma, cudnn): both kinds, d 64 and a padded d 40,
+     * T past one key tile and ending inside one */
+    const GateBwdCase gcases[] = {{2, 130, 2, 64, GATE_PROJ, 2}, {1, 70, 3, 64, GATE_NORM, 0},
+                                  {2, 33, 2, 40, GATE_PROJ, 1}, {1, 65, 2, 16, GATE_NORM, 2}};
+    for (const char *kern : kerns) {
+        if (!g_as_set) setenv("SG_ATTN", kern, 1);
+        for (const GateBwdCase &c : gcases) {
+            snprintf(tag, sizeof tag, "attention gate-bwd B%d T%d H%d d%d %s phantom=%s tiles=%s", c.B, c.T, c.H, c.d,
+                     c.kind == GATE_NORM ? "norm" : "proj", PH[c.phantom], kern);
+            if (!cases.begin(tag)) continue;
+            test_attention_gate(c);
             cases.end();
         }
     }

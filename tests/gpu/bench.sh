@@ -255,13 +255,18 @@ if att and att.get("matmul"):
 
 gt = (load("sinkgate-gates.json") or {}).get("gates") or {}
 if gt.get("copy_gbs"):
-    rows = {k: v for k, v in gt.items() if isinstance(v, dict)}
+    rows = {k: v for k, v in gt.items() if isinstance(v, dict) and "gbs" in v}
+    fused = {k: v for k, v in gt.items() if isinstance(v, dict) and "one_op_ms" in v}
     pv = rows.get("proj_value")
     print(f"gates fwd+bwd, B {gt['B']} T {gt['T']} H {gt['H']} d {gt['d']}: GB/s "
           + ", ".join(f"{k} {v['gbs']:.0f}" for k, v in rows.items())
           + f" (device copy {gt['copy_gbs']:.0f})"
           + (f"; combo2's (proj/value) x12 layers {12 * (pv['fwd_ms'] + pv['bwd_ms']):.3f} ms" if pv else ""))
     summary["gates_gbs"] = {k: v["gbs"] for k, v in rows.items()}
+    if fused:
+        print("value gates' backward with the attention's, ms a call (two ops / op_attention_gate_bwd): "
+              + ", ".join(f"{k} {v['two_ops_ms']:.4f} / {v['one_op_ms']:.4f}" for k, v in fused.items()))
+        summary["gates_fused_ms"] = fused
     summary["gates_copy_gbs"] = gt["copy_gbs"]
 
 def verdict(ok):

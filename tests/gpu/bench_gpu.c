@@ -331,6 +331,50 @@ static GateResult bench_gate(int kind, int slot, int B, int T, int H, int d, int
     return r;
 }
 
+/* The value gate's backward with the attention's at the same shape, with
+ * combo2's learned sink: op_attention_bwd into dvg then op_gate_bwd (the
+ * two ops, as before op_attention_gate_bwd) against op_attention_gate_bwd,
+ * which under the mma tiles fuses the gate into the dK/dV kernel and never
+ * stores dvg.  ms per call in *unfused and *fused. */
+static void bench_gate_fused(int kind, int B, int T, int H, int d, int iters, double *unfused, double *fused) {
+    const int C = H * d;
+    const long N = (long)B * T, BHT = (long)B * H * T;
+    real *qkv = dev_rand(N * 3 * C, 1.0, 0.0, 51), *dout = dev_rand(N * C, 1.0, 0.0, 52);
+    real *sink = dev_rand(H, 0.5, 0.0, 53), *tau = dev_rand(H, 0.0, -0.5, 54);
+    real *w = dev_rand((long)H * d, 0.1, 0.0, 55), *b = dev_rand(H, 0.5, 0.0, 56);
+    real *g = op_alloc(sizeof(real) * (size_t)BHT), *vg = op_alloc(sizeof(real) * (size_t)N * C);
+    real *out = op_alloc(sizeof(real) * (size_t)N * C), *lse = op_alloc(sizeof(real) * (size_t)BHT);
+    real *dqkv = op_alloc(sizeof(real) * (size_t)N * 3 * C), *dvg = op_alloc(sizeof(real) * (size_t)N * C);
+    real *dsink = op_alloc(sizeof(real) * (size_t)H), *dtau = op_alloc(sizeof(real) * (size_t)H);
+    real *dw = op_alloc(sizeof(real) * (size_t)H * d), *db = op_alloc(sizeof(real) * (size_t)H);
+    if (!g || !vg || !out || !lse || !dqkv || !dvg || !dsink || !dtau || !dw || !db) {
+        fprintf(stderr, "bench_gpu: out of device memory\n");
+        exit(1);
+    }
+    const GateParams gp = {kind, SLOT_VALUE, 8, tau, w, b};
+    const AttnArgs aa = {B, T, H, d, 3 * C, 3 * C, C, C, 1, sink, NULL};
+    op_gate_fwd(g, vg, NULL, qkv + 2 * C, 3 * C, &gp, B, T, H, d);
+    op_attention_fwd(out, lse, qkv, qkv + C, vg, &aa);
+    const AttnGateBwd gb = {&gp, qkv + 2 * C, 3 * C, g, dqkv + 2 * C, 3 * C, dtau, dw, db, dvg};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = -2; i < iters; i++) { /* two warm-up calls */
+            if (i == 0) sync_dev(dqkv);
+            if (i == 0) *(pass ? fused : unfused) = prof_now();
+            if (pass) {
+                op_attention_gate_bwd(dqkv, dqkv + C, dsink, dout, qkv, qkv + C, vg, out, lse, &aa, &gb);
+            } else {
+                op_attention_bwd(dqkv, dqkv + C, dvg, dsink, NULL, dout, qkv, qkv + C, vg, out, lse, &aa);
+                op_gate_bwd(dqkv + 2 * C, 3 * C, dtau, dw, db, dvg, NULL, qkv + 2 * C, 3 * C, g, &gp, B, T, H, d);
+            }
+        }
+        sync_dev(dqkv);
+        double *r = pass ? fused : unfused;
+        *r = 1e3 * (prof_now() - *r) / iters;
+    }
+    real *bufs[] = {qkv, dout, sink, tau, w, b, g, vg, out, lse, dqkv, dvg, dsink, dtau, dw, db};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) op_free(bufs[i]);
+}
+
 static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters) {
     int C = H * d, T = T0 + (arm_has_sink_token(arm) ? 1 : 0);
     long N = (long)B * T, BHT = (long)B * H * T;
@@ -608,7 +652,17 @@ int main(int argc, char **argv) {
                             "\"gbs\": %.1f}",
                             kinds[kind], slots[slot], r.fwd_ms, r.bwd_ms, r.fwd_gbs, r.bwd_gbs, r.gbs);
             }
-        printf("(x12 layers: forward + backward of one 124M step's gates; combo2 is proj/value)\n\n");
+        printf("(x12 layers: forward + backward of one 124M step's gates; combo2 is proj/value)\n");
+        printf("the value gates' backward with the attention's (learned sink), ms a call: the two ops\n"
+               "(op_attention_bwd, op_gate_bwd) against op_attention_gate_bwd (fused under SG_ATTN=mma)\n");
+        for (int kind = GATE_NORM; kind <= GATE_PROJ; kind++) {
+            double un = 0, fu = 0;
+            bench_gate_fused(kind, B, T, H, d, iters / 4 > 0 ? iters / 4 : 1, &un, &fu);
+            printf("%-6s two ops %8.4f  one op %8.4f  x12 layers saves %.3f ms\n", kinds[kind], un, fu, L * (un - fu));
+            fflush(stdout);
+            if (js) fprintf(js, ", \"%s_fused\": {\"two_ops_ms\": %.5f, \"one_op_ms\": %.5f}", kinds[kind], un, fu);
+        }
+        printf("\n");
     }
     if (js) fprintf(js, "}, \"attention\": {");
     if (do_attn) {

@@ -27,6 +27,7 @@
 #define op_gate_bwd cpu_op_gate_bwd
 #define op_attention_fwd cpu_op_attention_fwd
 #define op_attention_bwd cpu_op_attention_bwd
+#define op_attention_gate_bwd cpu_op_attention_gate_bwd
 #define op_attention_probs cpu_op_attention_probs
 #define op_attention_apply cpu_op_attention_apply
 #define op_attention_decode_fwd cpu_op_attention_decode_fwd

@@ -109,6 +109,125 @@ void test_attention(int B, int T, int H, int d, int phantom, int logbias) {
     free(qkv), free(sink), free(lb), free(o), free(lse), free(dout), free(dqkv), free(dsink), free(dlb);
 }
 
+/* The value gate's backward with the attention's (op_attention_gate_bwd):
+ * fused into the dK/dV kernel under the mma tiles, the two ops in turn
+ * otherwise.  Against the CPU (the two ops): dq, dk and the gate's dv at
+ * the bf16 rule; the parameter gradients' increments at the bf16 rule
+ * scaled by the largest sum of their terms' magnitudes (as
+ * tests/emu/attention_emu_test.cpp).  Against the unfused ops on the
+ * device: dq and dk bitwise, dv and the parameter gradients at fp32
+ * tolerance; and bitwise on a second run. */
+void test_attention_gate(int B, int T, int H, int d, int kind, int phantom) {
+    const int C = H * d, qs = 3 * C;
+    const long rows = (long)B * T, nq = rows * qs, nv = rows * C, nl = (long)B * H * T, nw = (long)H * d;
+    real *qkv = host_rand(nq, 1), *sink = host_rand(H, 1), *dout = host_rand(nv, 1);
+    real *tau = host_rand(H, 0.3), *w = host_rand(nw, 0.3), *bias = host_rand(H, 0.5);
+    for (int h = 0; h < H; h++) tau[h] += 1;
+    real *g = calloc(nl, sizeof *g), *vg = calloc(nv, sizeof *vg), *o = calloc(nv, sizeof *o),
+         *lse = calloc(nl, sizeof *lse);
+    const GateParams p = {kind, SLOT_VALUE, 8, tau, w, bias};
+    cpu_ops.gate_fwd(g, vg, NULL, qkv + 2 * C, qs, &p, B, T, H, d);
+    const AttnArgs a = {B, T, H, d, qs, qs, C, C, phantom > 0, phantom == 2 ? sink : NULL, NULL};
+    cpu_ops.attention_fwd(o, lse, qkv, qkv + C, vg, &a);
+    real *dq = calloc(nq, sizeof *dq), *dvg = calloc(nv, sizeof *dvg);
+    real *dtau0 = host_rand(H, 0.1), *dw0 = host_rand(nw, 0.1), *db0 = host_rand(H, 0.1);
+    real *dtau = malloc(sizeof *dtau * H), *dw = malloc(sizeof *dw * nw), *db = malloc(sizeof *db * H);
+    memcpy(dtau, dtau0, sizeof *dtau * H), memcpy(dw, dw0, sizeof *dw * nw), memcpy(db, db0, sizeof *db * H);
+    const AttnGateBwd gr = {&p, qkv + 2 * C, qs, g, dq + 2 * C, qs, dtau, dw, db, dvg};
+    /* dsink (unchanged by the gate) is test_attention's */
+    cpu_ops.attention_gate_bwd(dq, dq + C, NULL, dout, qkv, qkv + C, vg, o, lse, &a, &gr);
+
+    real *qkv_d = dev_of(qkv, nq), *sink_d = dev_of(sink, H), *dout_d = dev_of(dout, nv), *g_d = dev_of(g, nl),
+         *vg_d = dev_of(vg, nv), *o_d = dev_of(o, nv), *lse_d = dev_of(lse, nl), *tau_d = dev_of(tau, H),
+         *w_d = dev_of(w, nw), *b_d = dev_of(bias, H);
+    const GateParams pd = {kind, SLOT_VALUE, 8, tau_d, w_d, b_d};
+    const AttnArgs ad = {B, T, H, d, qs, qs, C, C, phantom > 0, phantom == 2 ? sink_d : NULL, NULL};
+    real *dq_d[3], *dvg_d[3], *dtau_d[3], *dw_d[3], *db_d[3]; /* the op, the op again, the two ops */
+    for (int k = 0; k < 3; k++) {
+        dq_d[k] = dev_of(dq, nq), dvg_d[k] = dev_of(dvg, nv);
+        dtau_d[k] = dev_of(dtau0, H), dw_d[k] = dev_of(dw0, nw), db_d[k] = dev_of(db0, H);
+    }
+    for (int k = 0; k < 3; k++) {
+        const AttnGateBwd gd = {&pd, qkv_d + 2 * C, qs, g_d, dq_d[k] + 2 * C, qs, dtau_d[k], dw_d[k], db_d[k], dvg_d[k]};
+        if (k < 2)
+            gpu_ops.attention_gate_bwd(dq_d[k], dq_d[k] + C, NULL, dout_d, qkv_d, qkv_d + C, vg_d, o_d, lse_d, &ad,
+                                       &gd);
+        else {
+            gpu_ops.attention_bwd(dq_d[k], dq_d[k] + C, dvg_d[k], NULL, NULL, dout_d, qkv_d, qkv_d + C, vg_d, o_d,
+                                  lse_d, &ad);
+            gpu_ops.gate_bwd(dq_d[k] + 2 * C, qs, dtau_d[k], dw_d[k], db_d[k], dvg_d[k], NULL, qkv_d + 2 * C, qs, g_d,
+                             &pd, B, T, H, d);
+        }
+    }
+    char what[160];
+    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
+    snprintf(what, sizeof what, "attention+gate bwd B%d T%d H%d d%d %s phantom %d tiles %s: dq/dk/dv", B, T, H, d,
+             kind == GATE_NORM ? "norm" : "proj", phantom, tiles);
+    same(what, dq_d[0], dq, nq, 1);
+    /* the scales: max over h of sum_j |dz_j|, over (h, k) of sum_j |dz_j v_jk| */
+    double sz = 0, szv = 0;
+    double *tzv = calloc((size_t)d, sizeof *tzv);
+    for (int h = 0; h < H; h++) {
+        double tz = 0;
+        memset(tzv, 0, sizeof *tzv * (size_t)d);
+        for (long r = 0; r < rows; r++) {
+            const real *vr = qkv + r * qs + 2 * C + (long)h * d, *dr = dvg + r * C + (long)h * d;
+            double av = 0;
+            for (int k = 0; k < d; k++) av += (double)dr[k] * vr[k];
+            const double gj = g[((r / T) * H + h) * T + r % T], dz = fabs(av * gj * (1 - gj));
+            tz += dz;
+            for (int k = 0; k < d; k++) tzv[k] += dz * fabs(vr[k]);
+        }
+        if (tz > sz) sz = tz;
+        for (int k = 0; k < d; k++)
+            if (tzv[k] > szv) szv = tzv[k];
+    }
+    free(tzv);
+    /* increments: the accumulators minus their common start */
+    real *inc[3][2];
+    const real *start[3] = {dtau0, dw0, db0};
+    const long len[3] = {H, nw, H};
+    real **acc[3] = {dtau_d, dw_d, db_d};
+    const real *cpu[3] = {dtau, dw, db};
+    const double scale[3] = {8 * sz, szv, sz};
+    const char *name[3] = {"dtau", "dw", "db"};
+    for (int t = 0; t < 3; t++) {
+        if ((kind == GATE_NORM) != (t == 0)) continue; /* norm: dtau; projection: dw and db */
+        for (int side = 0; side < 2; side++) {
+            inc[t][side] = side ? malloc(sizeof(real) * len[t]) : back(acc[t][0], len[t]);
+            for (long i = 0; i < len[t]; i++)
+                inc[t][side][i] = (side ? cpu[t][i] : inc[t][side][i]) - start[t][i];
+        }
+        snprintf(what, sizeof what, "attention+gate bwd B%d T%d d%d tiles %s: %s (increment)", B, T, d, tiles,
+                 name[t]);
+        real *inc_d = dev_of(inc[t][0], len[t]);
+        compare(what, inc_d, inc[t][1], len[t], 1, scale[t]);
+        /* against the unfused ops on the device, and a second run */
+        real *u = back(acc[t][2], len[t]);
+        snprintf(what, sizeof what, "attention+gate bwd B%d T%d d%d tiles %s: %s against the unfused ops", B, T, d,
+                 tiles, name[t]);
+        compare(what, acc[t][0], u, len[t], 0, maxabs(u, len[t]));
+        snprintf(what, sizeof what, "attention+gate bwd B%d T%d d%d tiles %s: %s", B, T, d, tiles, name[t]);
+        bitwise(what, acc[t][0], acc[t][1], len[t]);
+        gpu_ops.free(inc_d), free(u), free(inc[t][0]), free(inc[t][1]);
+    }
+    real *u = back(dq_d[2], nq);
+    snprintf(what, sizeof what, "attention+gate bwd B%d T%d d%d tiles %s: dq/dk/dv against the unfused ops", B, T, d,
+             tiles);
+    compare(what, dq_d[0], u, nq, 0, maxabs(u, nq));
+    snprintf(what, sizeof what, "attention+gate bwd B%d T%d d%d tiles %s: dq/dk/dv", B, T, d, tiles);
+    bitwise(what, dq_d[0], dq_d[1], nq);
+    free(u);
+    void *dd[] = {qkv_d, sink_d, dout_d, g_d, vg_d, o_d, lse_d, tau_d, w_d, b_d};
+    for (size_t i = 0; i < sizeof dd / sizeof *dd; i++) gpu_ops.free(dd[i]);
+    for (int k = 0; k < 3; k++) {
+        void *kk[] = {dq_d[k], dvg_d[k], dtau_d[k], dw_d[k], db_d[k]};
+        for (size_t i = 0; i < sizeof kk / sizeof *kk; i++) gpu_ops.free(kk[i]);
+    }
+    free(qkv), free(sink), free(dout), free(tau), free(w), free(bias), free(g), free(vg), free(o), free(lse);
+    free(dq), free(dvg), free(dtau0), free(dw0), free(db0), free(dtau), free(dw), free(db);
+}
+
 /* Explicit attention (analyses): probabilities and their apply, as
  * test_attention's arms.  p and out start as junk on both sides, so every
  * entry the op owns must be written; out has a padded row stride whose

@@ -56,6 +56,7 @@ void test_embed(int B, int T, int C, int V, int sink, int nopos);
 void test_gate(int kind, int slot, int B, int T, int H, int d);
 /* gpu_ops_attention.c */
 void test_attention(int B, int T, int H, int d, int phantom, int logbias);
+void test_attention_gate(int B, int T, int H, int d, int kind, int phantom);
 void test_attention_probs(int B, int T, int H, int d, int phantom, int logbias);
 void test_attention_decode(int B, int T, int H, int d, int phantom, int logbias, int qshared);
 /* gpu_ops_classifier.c */

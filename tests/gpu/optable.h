@@ -30,6 +30,8 @@ typedef struct {
     void (*attention_fwd)(real *, real *, const real *, const real *, const real *, const AttnArgs *);
     void (*attention_bwd)(real *, real *, real *, real *, real *, const real *, const real *, const real *,
                           const real *, const real *, const real *, const AttnArgs *);
+    void (*attention_gate_bwd)(real *, real *, real *, const real *, const real *, const real *, const real *,
+                               const real *, const real *, const AttnArgs *, const AttnGateBwd *);
     void (*attention_probs)(real *, const real *, const real *, const AttnArgs *);
     void (*attention_apply)(real *, const real *, const real *, const AttnArgs *);
     void (*attention_decode_fwd)(real *, real *, const real *, const real *, const real *, const AttnArgs *);

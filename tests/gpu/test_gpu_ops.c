@@ -101,6 +101,11 @@ int main(int argc, char **argv) {
         test_attention(1, emulated() ? 1100 : 2048, 1, 64, 2, 1);
         test_attention(1, 300, 2, 128, 2, 1);
         test_attention(2, 200, 3, 32, 1, 1);
+        /* the value gates' backward with the attention's: fused under mma */
+        test_attention_gate(2, 130, 2, 64, GATE_PROJ, 2);
+        test_attention_gate(1, 70, 3, 64, GATE_NORM, 0);
+        if (emulated()) test_attention_gate(1, 200, 2, 64, GATE_PROJ, 2);
+        else test_attention_gate(2, 1024, 12, 64, GATE_PROJ, 2); /* combo2's 124M shape, two sequences */
     }
     setenv("SG_ATTN", "wmma", 1);
     int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 512, 4, 64}};
