@@ -62,12 +62,18 @@ expect 2 "usage: ab_choose.py TIER" -- $CHOOSE 124M "$W/mma.txt"
 mkdir -p "$W/b/cuda"
 cat >"$W/b/cuda/bench_gpu" <<'FAKE'
 #!/usr/bin/env bash
-mb=8 json= tier=
+mb=8 json= tier= gates=0
 while [ $# -gt 0 ]; do
-    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; esac
+    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; --gates) gates=1 ;; esac
     shift
 done
 [ -n "$json" ] || exit 0
+if [ $gates = 1 ]; then
+    g='"fwd_ms": 0.01, "bwd_ms": 0.03, "fwd_gbs": 2500.0, "bwd_gbs": 2400.0, "gbs": 2450.0'
+    echo "{\"gates\": {\"B\": 8, \"T\": 1024, \"H\": 12, \"d\": 64, \"iters\": 100, \"copy_gbs\": 3700.0," \
+        "\"proj_value\": {$g}, \"proj_fused\": {\"two_ops_ms\": 0.33, \"one_op_ms\": 0.31}}}" >"$json"
+    exit 0
+fi
 case $mb in 32) b=0.40 c=0.39 tb=500000 tc=487500 ;; *) b=0.25 c=0.24 tb=300000 tc=288000 ;; esac
 row() { echo "\"$1\": {\"ok\": true, \"micro_batch\": $mb, \"block_size\": 1024, \"tokens_per_s\": $2, \"mfu\": $3}"; }
 echo "{\"peak_tflops\": 989.4, \"train\": {\"$tier\": {$(row baseline $tb $b), $(row combo2 $tc $c)}}}" >"$json"
@@ -76,6 +82,8 @@ FAKE
 chmod +x "$W/b/cuda/bench_gpu"
 OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" >"$W/bench.log" 2>&1
 rc=$?
+check 'grep -q "value gates. backward with the attention.s, ms a call (two ops / op_attention_gate_bwd): proj_fused 0.3300 / 0.3100" "$W/bench/summary.txt"' \
+    "the summary names the gates' fused backward against the two ops:"$'\n'"$(grep -i gate "$W/bench/summary.txt")"
 check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ]' \
     "bench.sh ran the 124M tier at micro-batch 32 as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
 check 'grep -q "2. 124M at >= 45% MFU: NOT met (baseline 25.0%, combo2 24.0%, peak 989.4 TFLOP/s); with the whole batch of 32 in one micro-batch: baseline 40.0%, combo2 39.0%" "$W/bench/summary.txt"' \
