@@ -103,6 +103,14 @@ __device__ __forceinline__ void lse_combine(float &m1, double &s1, float m2, dou
     m1 = m;
 }
 
+/* Row i's loss, M + log S - z_y with M the row's max and S its sum of
+ * exp(z - M), in double, into rowloss[i] and (if given) losses[i]. */
+__device__ __forceinline__ void cls_store_loss(double *rowloss, float *losses, long i, float M, double S, float zy) {
+    const double li = (double)M + log(S) - (double)zy;
+    rowloss[i] = li;
+    if (losses) losses[i] = (float)li;
+}
+
 /* One block per row i of the chunk.  z[i*ldz + j], j < V: the logits.
  * Writes rowloss[i] (double), losses[i] (if given) and, when dz is not NULL,
  * dz[i*ldz + j] for j < V, and 0 for V <= j < Vg (the padded columns the
@@ -148,11 +156,7 @@ cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
     }
     const float M = m_sh[0];
     const double S = s_sh[0];
-    if (tid == 0) {
-        const double li = (double)M + log(S) - (double)zy_sh;
-        rowloss[i] = li;
-        if (losses) losses[i] = (float)li;
-    }
+    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
     if (!dz) return;
     /* dz = dscale softmax - dscale [j == y], as the reference: exp(z - max)
      * times dscale / sum */
@@ -266,11 +270,7 @@ cls_softmax_reg_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss, 
     double S = s_sh[0];
 #pragma unroll
     for (int w = 1; w < CLS_REG_WARPS; w++) S += s_sh[w];
-    if (tid == 0) {
-        const double li = (double)M + log(S) - (double)zy_sh;
-        rowloss[i] = li;
-        if (losses) losses[i] = (float)li;
-    }
+    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
     if (!dz) return;
     const float f = (float)((double)dscale / S);
     ClsGroup *di = reinterpret_cast<ClsGroup *>(dz + i * ldz);
