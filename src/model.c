@@ -760,8 +760,9 @@ void model_backward(Model *m) {
              * (a backend may fuse them: ops.h); its time counts as the
              * attention's */
             GateParams gp = model_gate_params(m, l);
-            AttnGateBwd gb = {&gp,       la->qkv + 2 * C, 3 * C,       la->gate,    a->dqkv + 2 * C,
-                              3 * C,     gl->tau,         gl->gate_w,  gl->gate_b,  a->dvg};
+            AttnGateBwd gb = {.p = &gp, .v = la->qkv + 2 * C, .v_stride = 3 * C, .g = la->gate,
+                              .dv = a->dqkv + 2 * C, .dv_stride = 3 * C, .dtau = gl->tau, .dw = gl->gate_w,
+                              .db = gl->gate_b, .dvg = a->dvg};
             PROF(PROF_ATTENTION, attn_flops(m, B, 10),
                  op_attention_gate_bwd(a->dqkv, a->dqkv + C, aa.sink ? gl->sink : NULL, a->datty, la->qkv,
                                        la->qkv + C, values_read(m, la), la->atty, la->lse, &aa, &gb));
