@@ -176,7 +176,7 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
  * (op_attention_gate_bwd; gate.cu states the math): dva holds dvg, the
  * gradient of the attention's v input vg = g v, and becomes dv, the
  * gradient of the gate's input v.  Per key row j (head h):
- *   s = w_h . v_j (GK = GATE_PROJ) or ||v_j||^2 (GATE_NORM), z as gate.cu's
+ *   s = w_h . v_j (GK = GATE_PROJ) or ||v_j||^2 (GATE_NORM), z = sg_gate_z(s)
  *   a = dvg_j . v_j,  dz = a g_j (1 - g_j),  1 - g_j = sigmoid(-z)
  *   dv_j = g_j dvg_j + dz (w_h, or beta v_j / (sqrt(d) ||v_j||))
  * A row's columns are in its four lanes (tq): each sums its own, then two
@@ -210,12 +210,11 @@ static __device__ __forceinline__ void attn_gate_bwd_rows(float (&dva)[DP / 8][4
         s += __shfl_xor_sync(0xffffffffu, s, 2);
         a += __shfl_xor_sync(0xffffffffu, a, 1);
         a += __shfl_xor_sync(0xffffffffu, a, 2);
-        const float nrm = GK == GATE_NORM ? sqrtf(s) : 0.f;
-        const float z = GK == GATE_NORM ? epi.beta * (nrm / sqrtf((float)d) - tb) : s + tb;
+        float nrm;
+        const float z = sg_gate_z(s, GK == GATE_NORM, epi.beta, tb, d, &nrm);
         const float gv = in ? epi.g[bh * T + key[r]] : 0.f;
         const float dz = in ? a * gv * sg_sigmoid(-z) : 0.f;
-        const float f =
-            GK == GATE_NORM ? (nrm > 0.f ? dz * epi.beta * (1.f / sqrtf((float)d)) / nrm : 0.f) : dz;
+        const float f = sg_gate_dir(dz, GK == GATE_NORM, epi.beta, 1.f / sqrtf((float)d), nrm);
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n)
 #pragma unroll

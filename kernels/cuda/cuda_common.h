@@ -211,6 +211,27 @@ __device__ __forceinline__ float sg_sigmoid(float z) {
     return e / (1.f + e);
 }
 
+/* A gate's z from its read's reduced dot product s (||v||^2 or w.v);
+ * *nrm = ||v|| (norm gate), else 0.  The gates' forward and backward
+ * (gate.cu) and the backward fused into the attention's share it, so a
+ * backward recomputes the forward's z bit for bit where their reductions
+ * agree. */
+__device__ __forceinline__ float sg_gate_z(float s, int norm, float beta, float tau_or_b, int d, float *nrm) {
+    if (!norm) {
+        *nrm = 0.f;
+        return s + tau_or_b;
+    }
+    *nrm = sqrtf(s);
+    return beta * (*nrm / sqrtf((float)d) - tau_or_b);
+}
+
+/* The factor of dz dz/dv in a gate's backward: dz (times w_h, the
+ * projection gate) or dz beta rsd / ||v|| (times v, the norm gate; 0 at
+ * v = 0), rsd = 1 / sqrt(d). */
+__device__ __forceinline__ float sg_gate_dir(float dz, int norm, float beta, float rsd, float nrm) {
+    return norm ? (nrm > 0.f ? dz * beta * rsd / nrm : 0.f) : dz;
+}
+
 /* The gates' parameter gradients from per-tile partials
  * part[(tile H + h) np + k], added over the tiles in a fixed order into
  * dtau (np 1) or db (k 0) and dw (k 1 .. d): gate.cu's reduction, also

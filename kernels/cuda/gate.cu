@@ -82,18 +82,6 @@ __device__ __forceinline__ float gate_log_sigmoid(float z) {
     return (z < 0.f ? z : 0.f) - log1pf(expf(-fabsf(z)));
 }
 
-/* z from the read's reduced dot product s (||v||^2 or w.v); *nrm = ||v||
- * (norm gate).  Forward and backward share it, so the backward recomputes
- * the forward's z bit for bit where their reductions agree. */
-__device__ __forceinline__ float gate_z(float s, int norm, float beta, float tau_or_b, int d, float *nrm) {
-    if (!norm) {
-        *nrm = 0.f;
-        return s + tau_or_b;
-    }
-    *nrm = sqrtf(s);
-    return beta * (*nrm / sqrtf((float)d) - tau_or_b);
-}
-
 /* The backward block's partial for (tile blockIdx.x, head h): the
  * GATE_WARPS rows of sh (np sums each, one row per warp) added in warp
  * order, to part[(tile H + h) np + k]. */
@@ -188,7 +176,7 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
         float gv = 1.f, lg = 0.f; /* GATE_NONE: g = 1, log g = 0 */
         if (gated) {
             float nrm;
-            const float z = gate_z(s[u], norm, p.beta, tb[u], d, &nrm);
+            const float z = sg_gate_z(s[u], norm, p.beta, tb[u], d, &nrm);
             gv = sg_sigmoid(z);
             if (p.slot == SLOT_ROUTING) lg = gate_log_sigmoid(z);
         }
@@ -288,12 +276,12 @@ __global__ void __launch_bounds__(GATE_WARPS * 32)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             float nrm;
-            const float z = gate_z(s[u], norm, p.beta, tau_or_b, d, &nrm);
+            const float z = sg_gate_z(s[u], norm, p.beta, tau_or_b, d, &nrm);
             const float omg = sg_sigmoid(-z); /* 1 - g */
             const float dz = route ? dl[u] * omg : a[u] * gv[u] * omg;
             /* dv: the direct term (value slot) or what is there (routing
              * slot), plus dz dz/dv = f (v or w_h) */
-            const float f = norm ? (nrm > 0.f ? dz * p.beta * rsd / nrm : 0.f) : dz;
+            const float f = sg_gate_dir(dz, norm, p.beta, rsd, nrm);
             float *dr = dv + row[u] * dv_stride + (long)h * d;
             __nv_bfloat16 *tr = tw ? tw + row[u] * dv_stride + (long)h * d : nullptr;
 #pragma unroll
@@ -469,7 +457,7 @@ __global__ void gate_bwd_kernel(float *__restrict__ dv, long dv_stride,
         const float dz = route ? dlogbias[gi] * omg : a * gv * omg;
         /* dv: the direct term (value slot) or what is there (routing slot),
          * plus dz dz/dv */
-        const float f = norm ? (nrm > 0.f ? dz * p.beta * rsd / nrm : 0.f) : dz;
+        const float f = sg_gate_dir(dz, norm, p.beta, rsd, nrm);
         for (int e = lane; e < d; e += 32) {
             float x = route ? dr[e] : gv * dgr[e];
             x += f * (norm ? ld1(vr, e) : wh[e]);
