@@ -29,7 +29,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "build", "sass-tools")
-CLASSES = ["HMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "LDS", "LDSM", "LDGSTS", "F2FP", "SHFL"]
+CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "LDS", "LDSM", "LDGSTS", "F2FP", "SHFL"]
 
 
 def fail(msg):
