@@ -318,6 +318,12 @@ space := $(empty) $(empty)
 ARCH_STAMP := $(CB)/.archs-$(subst $(space),-,$(strip $(CUDA_ARCHS)))-ptx$(strip $(CUDA_PTX))
 $(ARCH_STAMP):
 	@mkdir -p $(CB); rm -f $(CB)/.archs-*; touch $@
+# The warpgroup kernels (wgmma_ptx.h) need sm_90a, Hopper's own target,
+# in place of sm_90: wgmma exists nowhere else (their other targets trap,
+# and are never launched).
+WGMMA_CU := kernels/cuda/attention_fwd_wgmma.cu kernels/cuda/attention_bwd_mma.cu
+$(patsubst %.cu,$(CB)/cu/%.o,$(WGMMA_CU)): NVCCFLAGS := $(subst arch=compute_90$(comma)code=sm_90,arch=compute_90a$(comma)code=sm_90a,$(NVCCFLAGS))
+$(patsubst %.cu,$(CB)/cu/%.o,$(WGMMA_CU)): kernels/cuda/wgmma_ptx.h kernels/cuda/attention_fwd_tile.h
 $(CB)/cu/%.o: %.cu kernels/cuda/cuda_common.h kernels/ops.h $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
@@ -359,7 +365,13 @@ $(CB)/cudnn_plan_check: tests/cudnn/plan_check.cpp tests/cudnn/sdpa_line.h kerne
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Ikernels -Ikernels/cuda -Itests/cudnn -isystem $(CUDA_HOME)/include \
 	    $< $(CB)/cu/kernels/cuda/cudnn_sdpa.o -o $@ -ldl
 
-cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu $(CB)/cudnn_plan_check
+# Hopper's warpgroup products probed on the device (tests/gpu/wgmma_probe.cu):
+# sm_90a only, whatever CUDA_ARCHS says, since wgmma exists nowhere else
+$(CB)/wgmma_probe: tests/gpu/wgmma_probe.cu kernels/cuda/wgmma_ptx.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra -Ikernels/cuda -gencode arch=compute_90a,code=sm_90a $< -o $@
+
+cuda: $(CB)/sgtrain $(CB)/test_gpu_ops $(CB)/bench_gpu $(CB)/cudnn_plan_check $(CB)/wgmma_probe
 test-gpu: cuda all
 	bash tests/gpu/run.sh $(B)
 sanitize-gpu: cuda all

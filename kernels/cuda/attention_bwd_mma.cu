@@ -29,6 +29,7 @@
  * needs are two values (dq) or, for dkdv's query columns, read from shared
  * memory per element. */
 #include "attention_cuda.h"
+#include "wgmma_ptx.h"
 
 /* Two regions of two 64-row bf16 tiles each.  A holds the block's own
  * operands (dkdv: its K and V; dq: its Q and dO) until every warp has them
@@ -276,6 +277,52 @@ static __device__ __forceinline__ void attn_gate_partial(const float (&dwp)[DP /
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 
+/* The dK/dV kernels' end, for a warp's 16 keys: dK (times the softmax
+ * scale) and dV stored with their twins, through a value gate's backward
+ * (GK) with the block's partial of its parameter gradients, or with the
+ * log-bias's gradient (LB), the column sums of dS. */
+template <int DP, bool LB, int GK>
+static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4], float (&dva)[DP / 8][4],
+                                                          float (&colsum)[2], float *__restrict__ dk,
+                                                          float *__restrict__ dv, float *__restrict__ dlogbias,
+                                                          sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
+                                                          const AttnGateEpi &epi, const AttnGeom &g, int b, int kt,
+                                                          int h, int warp, int lane, const int (&key)[2],
+                                                          unsigned char *smem) {
+    const int T = g.T, tq = lane & 3, kw0 = kt * ATTN_BK + warp * 16;
+    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const bool active = kw0 < T;
+    if constexpr (GK != 0) {
+        float dwp[DP / 8][2], dzs = 0.f;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) dwp[n][0] = dwp[n][1] = 0.f;
+        if (active) {
+            tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
+                              tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
+            attn_gate_bwd_rows<DP, GK>(dva, dwp, dzs, epi, g, row0, bh, h, key, lane);
+            tc_store_rows<DP>(dv + row0 * epi.dv_stride + ho, epi.dv_stride, dva, kw0, T, g.d, 1.f, lane,
+                              tv ? tv + row0 * epi.dv_stride + ho : nullptr, g.f32 || !tv);
+        }
+        attn_gate_partial<DP, GK>(dwp, dzs, epi, g, b, kt, h, warp, lane, smem);
+        return;
+    }
+    if (!active) return;
+    if (LB)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) { /* the row's four lanes, in a fixed order */
+            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
+            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
+        }
+    tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
+                      tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32 || !tv);
+    tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
+                      tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
+    if (LB && dlogbias && tq == 0) /* null when logbias is, and may be without it (ops.h) */
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
+}
+
 /* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
  * (attn_gate_bwd_rows; with no log-bias), or 0 */
 template <int DP, bool LB, int GK>
@@ -293,7 +340,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
+    const long bh = (long)b * g.H + h;
     const sg_bf16 *qh = qo.at(b, h), *gh = go.at(b, h);
     const float *lseh = lse + bh * T, *Dh = D + bh * T;
     const int kw0 = k0 + warp * 16;
@@ -375,35 +422,135 @@ static __global__ void __launch_bounds__(ATTN_NT)
         if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
 
-    if constexpr (GK != 0) {
-        float dwp[DP / 8][2], dzs = 0.f;
+    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, b, kt, h, warp, lane, key,
+                                   attn_smem);
+}
+
+/* The dK/dV kernel on Hopper's warpgroup products (wgmma_ptx.h; with
+ * SG_ATTN_WGMMA=1 on an sm_90 GPU, head dim 64): the block's four warps are
+ * one warpgroup of 64 keys, and per query tile it forms the whole 64 x 64
+ * S^T = K Q^T and dP^T = V dO^T in two chains of DP / 16 products, K and V
+ * from registers (the A fragments the mma kernel loads), Q and dO from
+ * shared memory; then dV += P^T dO and dK += dS^T Q in two chains of 4, P^T
+ * and dS^T from the accumulators, dO and Q read MN-major.  Each Q and dO
+ * fragment is so read from shared memory once per 64 keys instead of once
+ * per warp of 16: a quarter of the traffic that bounds the mma kernel
+ * (docs/cuda.md, "The dK/dV kernel and shared memory").
+ *
+ * The products cannot skip one warp's strips, so every strip is formed and
+ * the mask does what the skips did: a tile with keys at or past T masks
+ * too (P = 0 for those keys, where the mma kernel skipped their warp), so
+ * dV, dK, the column sums and the stored dS get zeros there, as before.
+ * The Q and dO tiles sit in the core-matrix layout (attn_cp_rows_core);
+ * K and V keep the padded rows ldmatrix reads.  At head dim 128 the
+ * accumulators would not fit in the registers: the mma kernel runs there. */
+template <int DP, bool LB, int GK>
+static __global__ void __launch_bounds__(ATTN_NT)
+    attn_bwd_dkdv_wgmma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
+                               const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
+                               const float *__restrict__ lse, const float *__restrict__ D,
+                               const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
+                               sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi) {
+    static_assert(!(GK && LB), "the value gates have no log-bias");
+    static_assert(DP == 64, "the accumulators of head dim 128 do not fit");
+    typedef BwdMmaLayout<DP> L;
+    constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE, NS = ATTN_BQ / 16;
+    constexpr uint32_t ES = sizeof(sg_bf16), CORE = 64 * ES, GROUP = 8 * DP * ES; /* attention_fwd_wgmma.cu */
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    const BwdMmaSmem<L> sm(attn_smem);
+
+    const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const long bh = (long)b * g.H + h;
+    const sg_bf16 *qh = qo.at(b, h), *gh = go.at(b, h);
+    const float *lseh = lse + bh * T, *Dh = D + bh * T;
+    const int kw0 = k0 + warp * 16;
+    const int key[2] = {kw0 + gq, kw0 + gq + 8};
+    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
+
+    /* the block's K and V into region A (padded rows), query tile kt into
+     * buffer 0 (core layout), one group */
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(b, h), ko.rs, vo.at(b, h), vo.rs, k0, T);
+    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0), qh, qo.rs, k0, T);
+    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0) + TE, gh, go.rs, k0, T);
+    tc_cp_commit();
+    if (LB) attn_load_bias(sm.lb2, logbias + bh * T, k0, T);
+    attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
+    tc_cp_wait<0>();
+    wg_fence_smem();
+    __syncthreads();
+    tc_reg ka[NF][4], va[NF][4];
+    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp * 16, lane);
+    const float lbj[2] = {LB ? sm.lb2[warp * 16 + gq] : 0.f, LB ? sm.lb2[warp * 16 + gq + 8] : 0.f};
+    __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
+    float dka[DP / 8][4], dva[DP / 8][4];
 #pragma unroll
-        for (int n = 0; n < DP / 8; ++n) dwp[n][0] = dwp[n][1] = 0.f;
-        if (active) {
-            tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
-                              tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
-            attn_gate_bwd_rows<DP, GK>(dva, dwp, dzs, epi, g, row0, bh, h, key, lane);
-            tc_store_rows<DP>(dv + row0 * epi.dv_stride + ho, epi.dv_stride, dva, kw0, T, g.d, 1.f, lane,
-                              tv ? tv + row0 * epi.dv_stride + ho : nullptr, g.f32 || !tv);
+    for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.f;
+    float colsum[2] = {0.f, 0.f};
+    const uint32_t sbuf[2] = {(uint32_t)__cvta_generic_to_shared(sm.buf(0)),
+                              (uint32_t)__cvta_generic_to_shared(sm.buf(1))};
+
+    for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
+        const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
+        if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
+            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1), qh, qo.rs, q0 + ATTN_BQ, T);
+            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1) + TE, gh, go.rs, q0 + ATTN_BQ, T);
+            tc_cp_commit();
+            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
+            tc_cp_wait<1>();
+        } else {
+            tc_cp_wait<0>();
         }
-        attn_gate_partial<DP, GK>(dwp, dzs, epi, g, b, kt, h, warp, lane, attn_smem);
-        return;
+        wg_fence_smem(); /* this thread's copies of tile qt, for the products */
+        __syncthreads();
+        const uint32_t qs = cur ? sbuf[1] : sbuf[0], os = qs + TE * ES;
+        const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
+        sg_bf16 *const dst = ds ? attn_ds_tile(ds, bh, T, kt, qt) : nullptr;
+
+        /* S^T and dP^T, keys x the tile's 64 queries: st[m][n] covers
+         * queries q0 + 16m + 8n .. + 7 */
+        float st[NS][2][4], dpt[NS][2][4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < NF; ++kk)
+            wg_rs_n64<0>(&st[0][0][0], ka[kk], wg_desc_core(qs + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+#pragma unroll
+        for (int kk = 0; kk < NF; ++kk)
+            wg_rs_n64<0>(&dpt[0][0][0], va[kk], wg_desc_core(os + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+        wg_commit();
+        wg_wait<0>();
+        wg_pin<8 * NS>(&st[0][0][0]);
+        wg_pin<8 * NS>(&dpt[0][0][0]);
+        /* on the diagonal tile, the last one (rows past T), or with keys past T */
+        const bool mask = qt == kt || q0 + ATTN_BQ > T || k0 + ATTN_BK > T;
+        tc_reg pa[NS][4], dsa[NS][4];
+#pragma unroll
+        for (int m = 0; m < NS; ++m) {
+            if (mask) attn_dkdv_probs<true, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+            else attn_dkdv_probs<false, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+            tc_acc_to_a(pa[m], st[m]);
+            tc_acc_to_a(dsa[m], dpt[m]);
+            if (dst) attn_st_ds(dst, dsa[m], warp * 16, m * 16, lane);
+        }
+        wg_pin<DP / 2>(&dva[0][0]);
+        wg_pin<DP / 2>(&dka[0][0]);
+        wg_fence();
+#pragma unroll
+        for (int m = 0; m < NS; ++m)
+            wg_rs<DP, 1>(&dva[0][0], pa[m], wg_desc_core(os + 2 * GROUP * m, CORE, GROUP, 1, g.wgswap), 1);
+#pragma unroll
+        for (int m = 0; m < NS; ++m)
+            wg_rs<DP, 1>(&dka[0][0], dsa[m], wg_desc_core(qs + 2 * GROUP * m, CORE, GROUP, 1, g.wgswap), 1);
+        wg_commit();
+        wg_wait<0>();
+        wg_pin<DP / 2>(&dva[0][0]);
+        wg_pin<DP / 2>(&dka[0][0]);
+        if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
-    if (!active) return;
-    if (LB)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) { /* the row's four lanes, in a fixed order */
-            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 1);
-            colsum[r] += __shfl_xor_sync(0xffffffffu, colsum[r], 2);
-        }
-    tc_store_rows<DP>(dv + row0 * g.v_stride + ho, g.v_stride, dva, kw0, T, g.d, 1.f, lane,
-                      tv ? tv + row0 * g.v_stride + ho : nullptr, g.f32 || !tv);
-    tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
-                      tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
-    if (LB && dlogbias && tq == 0) /* null when logbias is, and may be without it (ops.h) */
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            if (key[r] < T) dlogbias[bh * T + key[r]] = colsum[r];
+    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, b, kt, h, warp, lane, key,
+                                   attn_smem);
 }
 
 /* The dq kernel's warps own MT 16-row m-tiles each (DqMma<MT>), for the
@@ -650,11 +797,21 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
                 : !gate                             ? attn_bwd_dkdv_mma_kernel<DP, false, 0>
                 : gate->kind == GATE_NORM           ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM>
                                                     : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ>;
+    bool wgmma = false;
+    if constexpr (DP == 64)
+        if (attn_wgmma_ok()) {
+            dkdv = lb                        ? attn_bwd_dkdv_wgmma_kernel<DP, true, 0>
+                   : !gate                   ? attn_bwd_dkdv_wgmma_kernel<DP, false, 0>
+                   : gate->kind == GATE_NORM ? attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_NORM>
+                                             : attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_PROJ>;
+            wgmma = true;
+        }
     attn_smem_attr(dkdv, smem);
     const AttnGateEpi epi = gate ? *gate : AttnGateEpi{};
     dkdv<<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3], lse, D, a->logbias, tk,
                                                tv, ds, g, epi);
     CUDA_LAUNCHED();
+    if (wgmma) attn_wgmma_count(1);
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
         if (ds) {

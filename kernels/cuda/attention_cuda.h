@@ -81,6 +81,7 @@ struct AttnGeom {
     int vec; /* every tile source is 16-byte aligned with d, strides % 4 == 0 */
     int Tp;  /* rows of a packed (b,h) slice (attn_pack): T rounded up to ATTN_PACK_ROWS */
     int f32; /* the backward stores dq, dk, dv in fp32; 0: their twin only (sg_twin_fp32) */
+    int wgswap; /* the warpgroup kernels' descriptor readings (wg_desc_core; attn_wgmma_swap) */
 };
 
 static inline int attn_dpad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
@@ -99,6 +100,9 @@ static inline void attn_by_dpad(int d, F &&f) {
 
 static inline bool attn_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* SG_WGMMA_SWAP (0 to 3, default 0; attention_fwd.cu): wg_desc_core's swap */
+int attn_wgmma_swap(void);
+
 static inline AttnGeom attn_geom(const AttnArgs *a, bool vec) {
     AttnGeom g;
     g.B = a->B, g.T = a->T, g.H = a->H, g.d = a->d;
@@ -111,6 +115,7 @@ static inline AttnGeom attn_geom(const AttnArgs *a, bool vec) {
     g.vec = vec && a->d % 4 == 0 && a->q_stride % 4 == 0 && a->k_stride % 4 == 0 &&
             a->v_stride % 4 == 0 && a->o_stride % 4 == 0;
     g.f32 = 1;
+    g.wgswap = attn_wgmma_swap();
     return g;
 }
 
@@ -334,6 +339,29 @@ static __device__ __forceinline__ void attn_cp_rows(sg_bf16 *__restrict__ dst, c
     }
 }
 
+/* attn_cp_rows into the no-swizzle core-matrix layout the warpgroup
+ * products read (wgmma_ptx.h): 16-byte chunk c of tile row r at element
+ * (r >> 3) 8 DP + 64 c + 8 (r & 7), i.e. 8 x 8 cores of 128 bytes, the
+ * cores of an 8-row group adjacent along the row.  The same image serves as
+ * a K-major operand (rows along N: K for S = Q K^T) and as an MN-major one
+ * (rows along K: V for O = P V).  Eight consecutive threads take the same
+ * chunk of 8 consecutive rows: one core, 128 contiguous bytes, so that a
+ * warp's stores hit distinct banks. */
+template <int ROWS, int DP, int NT>
+static __device__ __forceinline__ void attn_cp_rows_core(sg_bf16 *__restrict__ dst,
+                                                         const sg_bf16 *__restrict__ slice, int rs, int r0,
+                                                         int T) {
+    constexpr int CH = DP / 8, N = ROWS * CH;
+    static_assert(ROWS % 8 == 0 && N % NT == 0, "whole cores, every thread busy");
+#pragma unroll
+    for (int u = 0; u < N / NT; ++u) {
+        const int idx = (int)threadIdx.x + u * NT;
+        const int r = (idx & 7) + 8 * (idx / (8 * CH)), c = (idx >> 3) % CH;
+        const bool in = r0 + r < T;
+        tc_cp8_zfill(dst + (r >> 3) * 8 * DP + 64 * c + 8 * (r & 7), slice + (in ? (r0 + r) * rs + 8 * c : 0), in);
+    }
+}
+
 /* Rows r0 .. r0+ROWS-1 of a packed tile sequence (rows DP apart, all
  * present: the stored dS) into a tile of row length LD, by cp.async. */
 template <int ROWS, int DP, int LD, int NT>
@@ -400,6 +428,14 @@ static inline void attn_by_mtiles(F &&f) {
  * nothing). */
 int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const real *k, const real *v,
                  const AttnArgs *a, const AttnGeom &g);
+/* SG_ATTN_WGMMA=1 on an sm_90 GPU (attention_fwd.cu): the mma path's
+ * forward runs on Hopper's warpgroup products (attention_fwd_wgmma.cu) */
+bool attn_wgmma_ok(void);
+void attn_wgmma_count(int n);
+/* The forward on the warpgroup products, if attn_wgmma_ok and the padded
+ * head dim is 64 or 128 (else false, nothing launched); op: the operands
+ * as attn_fwd_ops left them */
+bool attn_fwd_wgmma(real *out, real *lse, const AttnArgs *a, const AttnGeom &g, const AttnOp *op, sg_bf16 *twin);
 /* op, inplace: attn_inplace_ops of q, k, v; pack: room for 3 packed
  * tensors of attn_pack_elems(g) elements, 256-byte aligned, of which the
  * slots of those not read in place are filled (null when all are); twin:

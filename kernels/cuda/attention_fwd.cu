@@ -227,7 +227,25 @@ static int attn_dq_env(void) {
 }
 #define ATTN_DQ_ERROR "SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\" (how the mma backward gets dQ)"
 
-/* A bad SG_ATTN, SG_ATTN_WARP_ROWS or SG_ATTN_DQ stops the program as it loads, with
+/* 1 on, 0 off or unset, -1 anything else */
+static int attn_wgmma_env(void) {
+    const char *e = getenv("SG_ATTN_WGMMA");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    return !strcmp(e, "1") ? 1 : -1;
+}
+#define ATTN_WGMMA_ERROR "SG_ATTN_WGMMA must be 0 (the default) or 1 (the mma tiles' forward on Hopper's warpgroup products)"
+
+/* 0 .. 3, 0 unset, -1 anything else */
+static int attn_swap_env(void) {
+    const char *e = getenv("SG_WGMMA_SWAP");
+    if (!e || !*e) return 0;
+    return e[1] == 0 && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : -1;
+}
+#define ATTN_SWAP_ERROR                                                                                        \
+    "SG_WGMMA_SWAP must be 0 to 3 (bit 0: K-major, bit 1: MN-major operands of the warpgroup kernels take LBO " \
+    "and SBO the other way round; tests/gpu/wgmma_probe.cu)"
+
+/* A bad SG_ATTN, SG_ATTN_WARP_ROWS, SG_ATTN_DQ, SG_ATTN_WGMMA or SG_WGMMA_SWAP stops the program as it loads, with
  * the usage status, before a run directory exists; attn_use_mma,
  * attn_warp_rows and attn_dq_stored catch one set later. */
 __attribute__((constructor)) static void attn_check_env(void) {
@@ -243,7 +261,47 @@ __attribute__((constructor)) static void attn_check_env(void) {
         fprintf(stderr, "%s: " ATTN_DQ_ERROR "\n", getenv("SG_ATTN_DQ"));
         exit(2);
     }
+    if (attn_wgmma_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_WGMMA_ERROR "\n", getenv("SG_ATTN_WGMMA"));
+        exit(2);
+    }
+    if (attn_swap_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_SWAP_ERROR "\n", getenv("SG_WGMMA_SWAP"));
+        exit(2);
+    }
 }
+
+int attn_wgmma_swap(void) {
+    const int r = attn_swap_env();
+    if (r < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_WGMMA_SWAP", ATTN_SWAP_ERROR);
+    return r;
+}
+
+/* SG_ATTN_WGMMA=1 and a GPU of compute capability 9.0, the only one with
+ * wgmma (kernels built for sm_90a); elsewhere the request is noted once and
+ * the mma tiles run. */
+bool attn_wgmma_ok(void) {
+    const int e = attn_wgmma_env();
+    if (e < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_WGMMA", ATTN_WGMMA_ERROR);
+    if (e == 0) return false;
+    static int hopper = -1;
+    if (hopper < 0) {
+        int dev = 0, major = 0, minor = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        hopper = major == 9 && minor == 0;
+        if (!hopper)
+            fprintf(stderr, "sg attention: SG_ATTN_WGMMA=1 needs an sm_90 GPU (this is sm_%d%d); the mma tiles run\n",
+                    major, minor);
+    }
+    return hopper == 1;
+}
+
+static long g_wgmma_calls;
+void attn_wgmma_count(int n) { g_wgmma_calls += n; }
+/* the attention kernels launched on the warpgroup products (tests) */
+extern "C" long sg_attn_wgmma_calls(void) { return g_wgmma_calls; }
 
 static int attn_tiles(void) {
     const int t = sg_attn_tiles_env();

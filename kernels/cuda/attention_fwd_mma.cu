@@ -36,89 +36,7 @@
  * across the row's four lanes once at the end (alpha scales every partial
  * alike); the phantom's term exp(c_h - m) = 1 starts in the partial of lane
  * t = 0 only. */
-#include "attention_cuda.h"
-
-/* 128 queries per block against the 64-key tiles: each K and V tile in
- * shared memory serves twice the queries of attention_fwd.cu's 64, which
- * halves the tile traffic per product.
- *
- * A warp owns MT 16-row m-tiles (attn_fwd_mma, SG_ATTN_WARP_ROWS):
- * every K or V fragment it reads from shared memory (ldmatrix) then feeds
- * MT products instead of one.  Why that matters: an m16n8k16 product
- * takes 256 bytes of B operand for 2,048 multiply-adds, and an SM of an
- * H100/H200 does about 2,048 bf16 multiply-adds a clock while its shared
- * memory delivers 128 bytes: with one m-tile a warp needs all of that
- * bandwidth to keep the tensor cores busy, with two, half.
- * FlashAttention-2 gives a warp 32 rows for the same reason.  MT = 2 (4
- * warps) for d <= 64; at d = 128 the accumulators of two m-tiles would not
- * fit in the registers, so MT = 1 (8 warps) there.  (The backward keeps 4
- * warps of one m-tile: its dK/dV kernel's 166 registers per thread would
- * leave one 8-warp block per SM.)
- *
- * The rows of an m-tile see the instructions they saw with MT = 1, so both
- * give the same bits: a strip past an m-tile's last query, which MT = 1
- * skipped, is computed for it here only in S, where the mask replaces
- * every such logit by -inf; and with P = 0 there, it is skipped in P V. */
-static constexpr int FWD_MMA_BQ = 128;
-/* how far (base 2) a row's max may rise before O and l are rescaled */
-static constexpr float ATTN_LAZY_LOG2 = 8.f;
-static_assert(FWD_MMA_BQ == ATTN_PACK_ROWS && FWD_MMA_BQ == 2 * ATTN_BK,
-              "the Q tile is as tall as the packing's rows, and holds one K and one V tile afterwards");
-template <int MT>
-struct FwdMmaShape {
-    static constexpr int WARPS = FWD_MMA_BQ / (16 * MT);
-    static constexpr int NT = 32 * WARPS;
-};
-
-/* Two regions of 128 bf16 rows: A holds the Q tile until every warp has
- * its Q fragments in registers, then serves as the second K/V buffer; B is
- * the first.  A K/V buffer is the K tile in its first 64 rows and the V
- * tile in the next 64.  Key tile kt lives in buffer kt & 1 (B for even kt),
- * and its log-bias in LB[kt & 1]. */
-template <int DP>
-struct FwdMmaLayout {
-    static constexpr int LDH = DP + 8; /* bf16 rows: 16-byte aligned, ldmatrix conflict-free */
-    static constexpr size_t REGION = sizeof(sg_bf16) * FWD_MMA_BQ * LDH;
-    static constexpr size_t A = 0;
-    static constexpr size_t B = attn_align(A + REGION);
-    static constexpr size_t LB = attn_align(B + REGION);
-    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
-};
-
-/* The tile's logits (element e of s[n]: row row[e >> 1], key
- * k0 + 8n + 2 tq + (e & 1)) and mx, the running max over them in base 2.
- * MASK: -inf where j > i or j >= T, needed only where the tile reaches past
- * the m-tile's first query or past T; before that every key precedes every
- * row.
- * LB (a log-bias): s becomes x = s scale + lb, base 2, and the softmax's
- * exponent is x - m.  Without one s stays the raw product and the exponent
- * is one fma, s scale - m (FlashAttention's folding): the max is taken
- * over the raw s and scaled once, which gives the max of the scaled logits
- * bit for bit, since scale > 0 and rounding is monotone. */
-template <bool MASK, bool LB, int NN>
-static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float (&mx)[2], const float *lbs,
-                                                       float scale_log2, int k0, const int (&row)[2], int T,
-                                                       int tq) {
-    float raw[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int c = 8 * n + 2 * tq + (e & 1), j = k0 + c;
-            const bool in = !MASK || (j <= row[e >> 1] && j < T);
-            if (LB) {
-                const float x = in ? fmaf(s[n][e], scale_log2, lbs[c]) : -INFINITY;
-                s[n][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            } else {
-                if (MASK && !in) s[n][e] = -INFINITY;
-                raw[e >> 1] = fmaxf(raw[e >> 1], s[n][e]);
-            }
-        }
-    if (!LB)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], raw[r] * scale_log2);
-}
+#include "attention_fwd_tile.h"
 
 template <int DP, int MT, bool LB>
 static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
@@ -222,51 +140,9 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 
             /* Online softmax in base 2, per m-tile */
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                float mx[2] = {m[i][0], m[i][1]};
-                if (k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T)
-                    attn_fwd_logits<true, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
-                else attn_fwd_logits<false, LB>(s[i], mx, lbs, g.scale_log2, k0, row[i], T, tq);
-                float alpha[2], mu[2];
-                bool grow = false;
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    grow |= mx[r] > m[i][r] + ATTN_LAZY_LOG2; /* -inf + c = -inf: a first finite max grows */
-                }
-                /* the m-tile's 16 rows decide together (warp-uniform) */
-                const bool rescale = __any_sync(0xffffffffu, grow);
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    if (!rescale) mx[r] = m[i][r];
-                    /* 0 while the row has seen nothing (no phantom): exp2(-inf - 0) = 0,
-                     * never exp2(-inf + inf) = NaN */
-                    mu[r] = mx[r] == -INFINITY ? 0.f : mx[r];
-                    alpha[r] = tc_ex2(m[i][r] - mu[r]);
-                }
-                float ps[2] = {0.f, 0.f};
-#pragma unroll
-                for (int n = 0; n < 2 * NS; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float p = LB ? tc_ex2(s[i][n][e] - mu[e >> 1])
-                                           : tc_ex2(fmaf(s[i][n][e], g.scale_log2, -mu[e >> 1]));
-                        s[i][n][e] = p;
-                        ps[e >> 1] += p;
-                    }
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    l[i][r] = fmaf(l[i][r], alpha[r], ps[r]);
-                    m[i][r] = mx[r];
-                }
-                if (rescale)
-#pragma unroll
-                    for (int n = 0; n < DP / 8; ++n) {
-                        o[i][n][0] *= alpha[0], o[i][n][1] *= alpha[0];
-                        o[i][n][2] *= alpha[1], o[i][n][3] *= alpha[1];
-                    }
-            }
+            for (int i = 0; i < MT; ++i)
+                attn_fwd_online<LB>(s[i], m[i], l[i], o[i], lbs, g.scale_log2, k0, row[i], T, tq,
+                                    k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T);
 
             /* O += P V, P as the A operand straight from the accumulators;
              * an m-tile skips the strips past its last query (P = 0 there) */
@@ -294,25 +170,8 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 
     if (!active) return;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) { /* a + b == b + a: the four lanes agree bitwise */
-            l[i][r] += __shfl_xor_sync(0xffffffffu, l[i][r], 1);
-            l[i][r] += __shfl_xor_sync(0xffffffffu, l[i][r], 2);
-        }
-        const float inv[2] = {1.f / l[i][0], 1.f / l[i][1]};
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[i][n][e] *= inv[e >> 1];
-        tc_store_rows<DP>(out + row0 * g.o_stride + ho, g.o_stride, o[i], wq0 + 16 * i, T, g.d, 1.f, lane,
-                          twin ? twin + row0 * g.o_stride + ho : nullptr);
-        /* LSE_i = m_i + log l_i, back in natural log */
-        if (tq == 0)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-                if (row[i][r] < T) lse[bh * T + row[i][r]] = (m[i][r] + log2f(l[i][r])) * ATTN_LN2;
-    }
+    for (int i = 0; i < MT; ++i)
+        attn_fwd_finish<DP>(o[i], m[i], l[i], out, lse, twin, g, row0, ho, bh, wq0 + 16 * i, row[i], lane);
 }
 
 template <int DP, int MT, bool LB>
@@ -340,6 +199,7 @@ int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const re
 void attn_fwd_mma(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a,
                   const AttnGeom &g, AttnOp *op, int inplace, sg_bf16 *pack, sg_bf16 *twin) {
     attn_fwd_ops(op, inplace, pack, q, k, v, a, g);
+    if (attn_fwd_wgmma(out, lse, a, g, op, twin)) return;
     attn_by_dpad(a->d, [&](auto dp) {
         constexpr int DP = decltype(dp)::value;
         attn_by_mtiles<DP>([&](auto mt) {

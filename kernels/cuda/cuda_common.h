@@ -135,6 +135,8 @@ int sg_keep_copies(void);
  * (attention_pack.cu; tests). */
 long sg_attn_packs_reused(void);
 long sg_attn_dq_stored(void);
+/* the attention kernels launched on Hopper's warpgroup products (SG_ATTN_WGMMA=1; attention_fwd.cu) */
+long sg_attn_wgmma_calls(void);
 /* How many of the mma kernels' q, k, v (and dO) operands were read in
  * place, from a qkv stored in bf16, instead of packed (attention_pack.cu;
  * tests) */

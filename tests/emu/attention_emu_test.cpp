@@ -56,6 +56,7 @@ void sg_matmul_forget(void);
 long sg_attn_packs_reused(void); /* kernels/cuda/attention_pack.cu */
 long sg_attn_dq_stored(void);    /* kernels/cuda/attention_bwd_mma.cu */
 long sg_attn_gate_fused(void);   /* kernels/cuda/attention_bwd.cu */
+long sg_attn_wgmma_calls(void);  /* kernels/cuda/attention_fwd.cu */
 void cuda_op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout, const real *q, const real *k,
                                 const real *vg, const real *out, const real *lse, const AttnArgs *a,
                                 const AttnGateBwd *gb);
@@ -147,9 +148,19 @@ static void test_attention(const AttnCase &c) {
 
     Buf o_r(no, 0.f), lse_r(nl, 0.f), o(no), lse(nl);
     op_attention_fwd(o_r.p(), lse_r.p(), qkv.p(), qkv.p() + C, v, &a);
+    const long wg0 = sg_attn_wgmma_calls();
     cuda_op_attention_fwd(o.p(), lse.p(), qkv.p(), qkv.p() + C, v, &a);
     same("o", strided(o.p(), rows, C, os, 0), strided(o_r.p(), rows, C, os, 0), g_bf16);
     same("lse", flat(lse.p(), nl), flat(lse_r.p(), nl), g_bf16);
+    /* SG_ATTN_WGMMA=1 under the mma tiles: the warpgroup forward runs at
+     * padded head dims 64 and 128 (the emulated device is an sm_90), the
+     * mma forward below them */
+    {
+        const char *t = getenv("SG_ATTN"), *w = getenv("SG_ATTN_WGMMA");
+        const bool want = t && !strcmp(t, "mma") && w && !strcmp(w, "1") && d > 32;
+        CHECK(sg_attn_wgmma_calls() - wg0 == (want ? 1 : 0), "%s: %ld forwards on the warpgroup products, want %d",
+              g_tag.c_str(), sg_attn_wgmma_calls() - wg0, want ? 1 : 0);
+    }
     if (os == C) {
         /* Whole rows: the forward also wrote o's bf16 twin, which the next
          * matmul (the attention projection) reads instead of casting o.  It
@@ -197,9 +208,16 @@ static void test_attention(const AttnCase &c) {
     /* The host buffers here come and go without op_free, so an address may
      * still name an earlier case's kept copy: forgotten, as op_free would */
     sg_matmul_forget();
-    const long reused = sg_attn_packs_reused(), cudnn0 = sg_attn_cudnn_calls(1);
+    const long reused = sg_attn_packs_reused(), cudnn0 = sg_attn_cudnn_calls(1), wgb0 = sg_attn_wgmma_calls();
     cuda_op_attention_bwd(dqkv.p(), dqkv.p() + C, dvp, want_ds ? ds.p() : nullptr, c.logbias ? dlb.p() : nullptr,
                           dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+    {
+        /* the warpgroup dK/dV kernel at padded head dim 64 alone */
+        const char *t = getenv("SG_ATTN"), *w = getenv("SG_ATTN_WGMMA");
+        const bool want = t && !strcmp(t, "mma") && w && !strcmp(w, "1") && d > 32 && d <= 64;
+        CHECK(sg_attn_wgmma_calls() - wgb0 == (want ? 1 : 0), "%s: %ld backwards on the warpgroup products, want %d",
+              g_tag.c_str(), sg_attn_wgmma_calls() - wgb0, want ? 1 : 0);
+    }
     /* the mma backward takes its forward's packed Q, K, V (attention_pack.cu) */
     /* cuDNN takes every call but the log-bias's and those of head dims
      * that are not multiples of 8 */
@@ -697,9 +715,16 @@ int main(int argc, char **argv) {
     const char *env_tiles = getenv("SG_ATTN") && *getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
     const std::vector<const char *> kerns = g_as_set ? std::vector<const char *>{env_tiles}
                                                      : std::vector<const char *>{"wmma", "mma", "cudnn"};
-    for (const char *kern : kerns) {
-        if (!g_as_set) setenv("SG_ATTN", kern, 1);
+    /* and the mma tiles with the forward on the warpgroup products
+     * (SG_ATTN_WGMMA=1, attention_fwd_wgmma.cu), at the head dims it takes */
+    std::vector<const char *> attn_kerns = kerns;
+    if (!g_as_set) attn_kerns.push_back("wgmma");
+    for (const char *kern : attn_kerns) {
+        const bool wg = !strcmp(kern, "wgmma");
+        if (!g_as_set) setenv("SG_ATTN", wg ? "mma" : kern, 1);
+        if (wg) setenv("SG_ATTN_WGMMA", "1", 1);
         for (const AttnCase &c : attn) {
+            if (wg && c.d <= 32) continue;
             snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%s v=%s%s tiles=%s", c.B, c.T,
                      c.H, c.d, PH[c.phantom], c.ramp ? "ramp" : c.logbias ? "1" : "0", c.vsep ? "own" : "qkv",
                      c.pad ? " rows+pad" : "", kern);
@@ -707,21 +732,26 @@ int main(int argc, char **argv) {
             test_attention(c);
             cases.end();
         }
+        if (wg) unsetenv("SG_ATTN_WGMMA");
     }
     /* the value gates' backward fused into the attention's (mma) or the
      * two ops in turn (wmma, cudnn): both kinds, d 64 and a padded d 40,
      * T past one key tile and ending inside one */
     const GateBwdCase gcases[] = {{2, 130, 2, 64, GATE_PROJ, 2}, {1, 70, 3, 64, GATE_NORM, 0},
                                   {2, 33, 2, 40, GATE_PROJ, 1}, {1, 65, 2, 16, GATE_NORM, 2}};
-    for (const char *kern : kerns) {
-        if (!g_as_set) setenv("SG_ATTN", kern, 1);
+    for (const char *kern : attn_kerns) {
+        const bool wg = !strcmp(kern, "wgmma");
+        if (!g_as_set) setenv("SG_ATTN", wg ? "mma" : kern, 1);
+        if (wg) setenv("SG_ATTN_WGMMA", "1", 1);
         for (const GateBwdCase &c : gcases) {
+            if (wg && c.d <= 32) continue;
             snprintf(tag, sizeof tag, "attention gate-bwd B%d T%d H%d d%d %s phantom=%s tiles=%s", c.B, c.T, c.H, c.d,
                      c.kind == GATE_NORM ? "norm" : "proj", PH[c.phantom], kern);
             if (!cases.begin(tag)) continue;
             test_attention_gate(c);
             cases.end();
         }
+        if (wg) unsetenv("SG_ATTN_WGMMA");
     }
     setenv("SG_ATTN", "wmma", 1);
 

@@ -28,7 +28,11 @@ enum {
     cudaErrorInvalidResourceHandle = 400
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr {
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
     cudaMemcpyHostToDevice = 1,
@@ -57,6 +61,12 @@ inline cudaError_t cudaGetDevice(int *dev) {
 }
 inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
     (void)dev;
+    /* compute capability 9.0: the warpgroup kernels (wgmma_ptx.h, emulated)
+     * run where SG_ATTN_WGMMA=1 asks for them */
+    if (attr == cudaDevAttrComputeCapabilityMajor || attr == cudaDevAttrComputeCapabilityMinor) {
+        *v = attr == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
+        return cudaSuccess;
+    }
     if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin) return 1;
     *v = (int)emu::smem_optin;
     return cudaSuccess;

@@ -46,6 +46,7 @@ emu_uint3 g_blockIdx;
 dim3 g_blockDim, g_gridDim;
 Barrier block_bar;
 std::vector<Barrier> warp_bars;
+std::vector<Barrier> wg_bars;
 std::vector<std::array<uint64_t, 32>> xchg;
 unsigned char *smem_lo, *smem_hi;
 size_t max_smem_attr;
@@ -270,6 +271,8 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
         block_bar.size = (int)nt;
         warp_bars.assign(nt / 32, Barrier());
         for (auto &w : warp_bars) w.size = 32;
+        wg_bars.assign(nt % 128 ? 0 : nt / 128, Barrier());
+        for (auto &w : wg_bars) w.size = 128;
         xchg.assign(nt / 32, {});
         runnable.clear();
         for (unsigned i = 0; i < nt; i++) start(i);

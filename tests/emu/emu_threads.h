@@ -84,6 +84,7 @@ extern emu_uint3 g_blockIdx;
 extern dim3 g_blockDim, g_gridDim;
 extern Barrier block_bar;
 extern std::vector<Barrier> warp_bars;
+extern std::vector<Barrier> wg_bars; /* per warpgroup of 128 threads; none unless the block is whole warpgroups */
 extern std::vector<std::array<uint64_t, 32>> xchg; /* per warp: the shuffle slots */
 extern unsigned char *smem_lo, *smem_hi;           /* the launched dynamic shared memory */
 
