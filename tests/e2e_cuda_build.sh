@@ -23,7 +23,9 @@ log=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s -j"$(nproc 2>/dev/null || 
 check '[ $rc -eq 0 ]' "make cuda builds"$'\n'"$(tail -n 30 <<<"$log")"
 check '! grep -v "^make" <<<"$log" | grep -qiE "warning"' "make cuda is warning-free"$'\n'"$(grep -iE -m5 warning <<<"$log")"
 CB=$B/cuda
-for f in sgtrain test_gpu_ops; do check "[ -x $CB/$f ]" "$CB/$f built"; done
+for f in sgtrain test_gpu_ops wgmma_probe; do check "[ -x $CB/$f ]" "$CB/$f built"; done
+probe_archs=$(python3 tests/gpu/fatbin_archs.py "$CB/wgmma_probe")
+check '[ "$(echo $probe_archs)" = "elf sm_90" ]' "the wgmma probe holds sm_90(a) code alone, no PTX for other GPUs to compile (found: $probe_archs)"
 archs=$(python3 tests/gpu/fatbin_archs.py "$CB/sgtrain")
 check '[[ "$archs" == *"elf sm_80"* && "$archs" == *"elf sm_90"* && "$archs" == *"elf sm_120"* ]]' "device code (ELF) for sm_80, sm_90 and sm_120 (found: $archs)"
 check '[[ "$archs" == *"ptx sm_80"* ]]' "PTX for compute_80 beside it, for GPUs of other major versions (a B200) to compile at load (found: $archs)"
@@ -117,6 +119,17 @@ else
     check '[ "$(wc -l <<<"$tiles")" -ge 48 ]' "sass_mix.py lists the attention tile kernels ($(wc -l <<<"$tiles") found)"
     slow=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$tiles")
     check '[ -z "$slow" ]' "every attention tile kernel has fewer than one FSETP per two MUFU:"$'\n'"$slow"
+    # the warpgroup kernels, in Hopper's own target (sm_90a): their
+    # products are HGMMA (a kernel with none fell back to trapping
+    # stubs), d / 16 + 4 of them in a forward and 16 in a dK/dV kernel, and
+    # the same rule for their exponentials
+    wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma_kernel kernels/cuda/attention_fwd_wgmma.cu \
+         kernels/cuda/attention_bwd_mma.cu 2>&1); rc=$?
+    check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 4 ]' \
+        "sass_mix.py --arch 90a lists the 4 warpgroup forwards and 4 dK/dV kernels (exit $rc):"$'\n'"$wg"
+    bad=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); want = $1 ~ /ILi64E/ ? 8 : 12; if ($1 ~ /dkdv/) want = 16;
+               if (v["HGMMA"] != want || v["HMMA"] != 0 || !(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$wg")
+    check '[ -z "$bad" ]' "every warpgroup kernel has its HGMMA products, no HMMA, and fewer than one FSETP per two MUFU:"$'\n'"$bad"
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
     W=$(mktemp -d)

@@ -77,7 +77,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attenti
     host_memory sync backend memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
-KERNELS="fwd fwd_mma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+KERNELS="fwd fwd_mma fwd_wgmma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
 OPS="layernorm elementwise bias rope embed gate classifier matmul gemm weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------
@@ -147,10 +147,10 @@ check '[ ! -s "$W/failed.log" ]' "the emulated kernels and the test compile"$'\n
 # (The lists are *.deps, not *.d: the Makefile includes every *.d under $B.)
 deps=$(cat "$W"/bf16/*.deps "$W"/ops/*.deps "$W"/obj/*.deps $([ $fp32 = 1 ] && echo "$W"/fp32/*.deps) | tr ' \\' '\n\n' | grep -v -e '^$' -e ':$' | sort -u)
 leak=$(grep -v -e "^$ROOT/" -e "^$W/" <<<"$deps" | grep -iE 'cuda|cublas|/cub/|/thrust/|/mma\.h$|/crt/|nvidia|/nv[a-z]*\.h$')
-# kernels/cuda/mma_ptx.h is inline PTX: the stub of the same name must shadow it
-leak+=$(grep -x "$ROOT/kernels/cuda/mma_ptx.h" <<<"$deps")
+# kernels/cuda/mma_ptx.h and wgmma_ptx.h are inline PTX: the stubs of the same names must shadow them
+leak+=$(grep -x -e "$ROOT/kernels/cuda/mma_ptx.h" -e "$ROOT/kernels/cuda/wgmma_ptx.h" <<<"$deps")
 check '[ -z "$leak" ]' "no CUDA toolkit header in the emulated build; read:"$'\n'"$leak"
-for stub in cuda_runtime.h cuda_bf16.h mma.h mma_ptx.h cublas_v2.h cublasLt.h cub/device/device_radix_sort.cuh; do
+for stub in cuda_runtime.h cuda_bf16.h mma.h mma_ptx.h wgmma_ptx.h cublas_v2.h cublasLt.h cub/device/device_radix_sort.cuh; do
     check 'grep -qx "$E/$stub" <<<"$deps"' "the kernels include tests/emu/$stub"
 done
 
@@ -316,6 +316,29 @@ out=$(SG_ATTN=mma SG_ATTN_DQ=store "$W/attention_emu_test_bf16" --as-set 1 /dev/
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "store: SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\"" <<<"$out"' \
     "SG_ATTN_DQ=store: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+
+# SG_ATTN_WGMMA=1: the battery under it (the forward and the dK/dV kernel on
+# the emulated warpgroup products); anything but 0 or 1 stops the op
+out=$(SG_ATTN=mma SG_ATTN_WGMMA=1 "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+check 'grep -q "tiles=mma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
+    "SG_ATTN_WGMMA=1 under SG_ATTN=mma:"$'\n'"$out"
+out=$(SG_ATTN=mma SG_ATTN_WGMMA=yes "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "yes: SG_ATTN_WGMMA must be 0 (the default) or 1" <<<"$out"' \
+    "SG_ATTN_WGMMA=yes: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+# SG_WGMMA_SWAP reaches the warpgroup kernels' descriptors: with the K-major
+# or the MN-major reading swapped, the emulated products (which decode the
+# readings the kernels assume) read the wrong elements, or past the shared
+# memory, and the forward fails
+for sw in 1 2; do
+    out=$(SG_ATTN=mma SG_ATTN_WGMMA=1 SG_WGMMA_SWAP=$sw "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+    check 'grep -qE "FAIL|emu wgmma: a B element outside the dynamic shared memory" <<<"$out" && ! grep -qE " 0 failed$" <<<"$out"' \
+        "SG_WGMMA_SWAP=$sw under SG_ATTN_WGMMA=1: the swapped descriptors give a wrong forward:"$'\n'"$(tail -n 5 <<<"$out")"
+done
+out=$(SG_ATTN=mma SG_WGMMA_SWAP=4 "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "4: SG_WGMMA_SWAP must be 0 to 3" <<<"$out"' \
+    "SG_WGMMA_SWAP=4: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
 # the sanitizers see a kernel's reads on the emulator's thread stacks: the
 # canary's read 30 floats past its buffer, after two barriers, is stopped

@@ -189,6 +189,8 @@ for cfg in "d16:$D16" "d64:$D64"; do
         for tiles in wmma mma cudnn; do
             job emu-$name-$arm-$tiles env SG_ATTN=$tiles "$EMU" "${G[@]}" -o "$W/emu-$name-$arm-$tiles.st"
         done
+        job emu-$name-$arm-wgmma env SG_ATTN=mma SG_ATTN_WGMMA=1 SG_MATMUL_STATS=1 "$EMU" "${G[@]}" \
+            -o "$W/emu-$name-$arm-wgmma.st"
         job nokeep-$name-$arm env SG_MATMUL_KEEP=0 "$EMU" "${G[@]}" -o "$W/nokeep-$name-$arm.st"
         job dqs-$name-$arm env SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" "${G[@]}" -o "$W/dqs-$name-$arm.st"
     done
@@ -253,10 +255,16 @@ echo "grads: ${#job_pids[@]} runs in $((SECONDS - t0)) s"
 bash tests/cudnn/record-graphs.sh "$EMU" "$B/sgtrain" "$W/d" "$W/graphs.txt" >"$W/graphs.log" 2>&1 &
 graphs_pid=$!
 
-# every arm's forward and backward against the CPU's
+# every arm's forward and backward against the CPU's (wgmma: the mma tiles
+# with the forward and dK/dV kernel on the warpgroup products, which the
+# emulated device, an sm_90, runs at d 64: 2 forwards and 2 dK/dV kernels,
+# and at d 16 none)
 for cfg in d16 d64; do
     for arm in $ARMS; do
-        for tiles in wmma mma cudnn; do
+        n=$(sed -nE 's/^sg attention: ([0-9]+) kernels ran on the warpgroup products.*/\1/p' "$W/emu-$cfg-$arm-wgmma.log")
+        check '[ "${n:-0}" = "$([ $cfg = d64 ] && echo 4 || echo 0)" ]' \
+            "$cfg $arm SG_ATTN_WGMMA=1: ${n:-no} kernels on the warpgroup products"$'\n'"$(cat "$W/emu-$cfg-$arm-wgmma.log")"
+        for tiles in wmma mma cudnn wgmma; do
             out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$cfg-$arm.st" "$W/emu-$cfg-$arm-$tiles.st" \
                 "$cfg $arm $tiles" 2>&1)
             check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"' \
@@ -665,6 +673,8 @@ check '[ $rc -eq 0 ] && cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-mma.st"
 bad_env SG_ATTN fast
 bad_env SG_ATTN_DQ store
 bad_env SG_ATTN_WARP_ROWS 24
+bad_env SG_ATTN_WGMMA yes 2
+bad_env SG_WGMMA_SWAP 4 x
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
 EMU_GPUS=1 run dup 2

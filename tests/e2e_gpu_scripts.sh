@@ -62,12 +62,18 @@ expect 2 "usage: ab_choose.py TIER" -- $CHOOSE 124M "$W/mma.txt"
 mkdir -p "$W/b/cuda"
 cat >"$W/b/cuda/bench_gpu" <<'FAKE'
 #!/usr/bin/env bash
-mb=8 json= tier= gates=0
+mb=8 json= tier= gates=0 att=0
 while [ $# -gt 0 ]; do
-    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; --gates) gates=1 ;; esac
+    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; --gates) gates=1 ;;
+    --matmul) att=1 ;; esac
     shift
 done
 [ -n "$json" ] || exit 0
+if [ $att = 1 ]; then # the attention alone: the default's and wgmma's sets, no wmma (cut by the time limit)
+    echo "{\"attention\": {\"B\": 8, \"T\": 1024, \"H\": 12, \"d\": 64, \"iters\": 3," \
+        "\"arms_mma\": {\"baseline\": {\"tflops\": 95.0}}, \"arms_wgmma\": {\"baseline\": {\"tflops\": 151.0}}}}" >"$json"
+    exit 0
+fi
 if [ $gates = 1 ]; then
     g='"fwd_ms": 0.01, "bwd_ms": 0.03, "fwd_gbs": 2500.0, "bwd_gbs": 2400.0, "gbs": 2450.0'
     echo "{\"gates\": {\"B\": 8, \"T\": 1024, \"H\": 12, \"d\": 64, \"iters\": 100, \"copy_gbs\": 3700.0," \
@@ -84,6 +90,9 @@ OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.
 rc=$?
 check 'grep -q "value gates. backward with the attention.s, ms a call (two ops / op_attention_gate_bwd): proj_fused 0.3300 / 0.3100" "$W/bench/summary.txt"' \
     "the summary names the gates' fused backward against the two ops:"$'\n'"$(grep -i gate "$W/bench/summary.txt")"
+check 'grep -q "SG_ATTN_WGMMA=1 (forward and dK/dV on Hopper.s wgmma): TFLOP/s baseline 151" "$W/bench/summary.txt" &&
+       grep -q "SG_ATTN=mma (the default, register-resident tiles): TFLOP/s baseline 95" "$W/bench/summary.txt"' \
+    "the summary names each attention tile set measured, without the wmma set:"$'\n'"$(grep -A3 "attention fwd" "$W/bench/summary.txt")"
 check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ]' \
     "bench.sh ran the 124M tier at micro-batch 32 as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
 check 'grep -q "2. 124M at >= 45% MFU: NOT met (baseline 25.0%, combo2 24.0%, peak 989.4 TFLOP/s); with the whole batch of 32 in one micro-batch: baseline 40.0%, combo2 39.0%" "$W/bench/summary.txt"' \

@@ -211,31 +211,24 @@ for tier in tiers:
         summary.setdefault("profile_ms", {})[f"{tier}/{arm}"] = {"sinkgate": a, "torch": p}
 
 att = load("sinkgate-attention.json")
-if att and att.get("attention", {}).get("arms"):
-    a = att["attention"]
-    print(f"\nattention fwd+bwd, B {a['B']} T {a['T']} H {a['H']} d {a['d']}: TFLOP/s "
-          + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms"].items()))
-    summary["attention_tflops"] = {k: v["tflops"] for k, v in a["arms"].items()}
-    if a.get("arms_mma"):
-        print("  with SG_ATTN=mma (register-resident tiles): TFLOP/s "
-              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma"].items()))
-        summary["attention_tflops_mma"] = {k: v["tflops"] for k, v in a["arms_mma"].items()}
-    if a.get("arms_mma16"):
-        print("  with SG_ATTN=mma SG_ATTN_WARP_ROWS=16 (one m-tile a warp): TFLOP/s "
-              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma16"].items()))
-        summary["attention_tflops_mma16"] = {k: v["tflops"] for k, v in a["arms_mma16"].items()}
-    if a.get("arms_mma_dqs"):
-        print("  with SG_ATTN=mma SG_ATTN_DQ=stored (dQ from the stored dS): TFLOP/s "
-              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_mma_dqs"].items()))
-        summary["attention_tflops_mma_dqs"] = {k: v["tflops"] for k, v in a["arms_mma_dqs"].items()}
-    if a.get("arms_cudnn"):
-        print("  with SG_ATTN=cudnn (cuDNN's fused attention; renorm on the mma tiles): TFLOP/s "
-              + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a["arms_cudnn"].items()))
-        summary["attention_tflops_cudnn"] = {k: v["tflops"] for k, v in a["arms_cudnn"].items()}
+# bench_gpu's tile sets: the JSON key, the summary's key, what they are
+ATT_SETS = [("arms_mma", "attention_tflops_mma", "SG_ATTN=mma (the default, register-resident tiles)"),
+            ("arms_wgmma", "attention_tflops_wgmma", "SG_ATTN_WGMMA=1 (forward and dK/dV on Hopper's wgmma)"),
+            ("arms_cudnn", "attention_tflops_cudnn", "SG_ATTN=cudnn (cuDNN's fused attention; renorm on the mma tiles)"),
+            ("arms_mma_dqs", "attention_tflops_mma_dqs", "SG_ATTN=mma SG_ATTN_DQ=stored (dQ from the stored dS)"),
+            ("arms_mma16", "attention_tflops_mma16", "SG_ATTN=mma SG_ATTN_WARP_ROWS=16 (one m-tile a warp)"),
+            ("arms", "attention_tflops", "SG_ATTN=wmma")]
+a = (att or {}).get("attention") or {}
+if any(a.get(k) for k, _, _ in ATT_SETS):
+    print(f"\nattention fwd+bwd, B {a['B']} T {a['T']} H {a['H']} d {a['d']}:")
+    for key, skey, what in ATT_SETS:
+        if a.get(key):
+            print(f"  {what}: TFLOP/s " + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a[key].items()))
+            summary[skey] = {k: v["tflops"] for k, v in a[key].items()}
 ta = (load("torch-attention.json") or {}).get("arms") or {}
 if ta:
     ours = {}
-    for key in ("arms", "arms_mma", "arms_mma16", "arms_mma_dqs", "arms_cudnn"):
+    for key, _, _ in ATT_SETS:
         for k, v in ((att or {}).get("attention", {}).get(key) or {}).items():
             ours[k] = max(ours.get(k, 0), v["tflops"])
     print("  PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s "

@@ -427,12 +427,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
             "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--gates] [--attn-tiles wmma,mma,mma16,mma-dqs,cudnn] [--json FILE]\n");
+            "                 [--gates] [--attn-tiles mma,wgmma,cudnn,mma-dqs,mma16,wmma] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
-    const char *tiles_arg = "wmma,mma,mma16,mma-dqs,cudnn";
+    const char *tiles_arg = "mma,wgmma,cudnn,mma-dqs,mma16,wmma";
     int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
     double peak = 0;
     for (int i = 1; i < argc; i++) {
@@ -463,7 +463,7 @@ int main(int argc, char **argv) {
         char tl[256];
         snprintf(tl, sizeof tl, "%s", tiles_arg);
         for (char *t = strtok(tl, ","); t; t = strtok(NULL, ","))
-            if (!listed("wmma,mma,mma16,mma-dqs,cudnn", t)) {
+            if (!listed("wmma,mma,mma16,mma-dqs,cudnn,wgmma", t)) {
                 fprintf(stderr, "bench_gpu: --attn-tiles: unknown tiles '%s'\n", t);
                 return 2;
             }
@@ -679,14 +679,25 @@ int main(int argc, char **argv) {
          * (SG_ATTN_WARP_ROWS=16), "arms_mma_dqs" those with dQ from the
          * stored dS (SG_ATTN_DQ=stored), "arms_cudnn" cuDNN's fused
          * attention (SG_ATTN=cudnn; the mma tiles where it refuses) */
-        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn"};
-        static const char *const keys[] = {"arms", "arms_mma", "arms_mma16", "arms_mma_dqs", "arms_cudnn"};
-        for (int ki = 0; ki < 5; ki++) {
-            if (!listed(tiles_arg, tiles[ki])) continue;
+        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn", "wgmma"};
+        static const char *const keys[] = {"arms",         "arms_mma",   "arms_mma16",
+                                           "arms_mma_dqs", "arms_cudnn", "arms_wgmma"};
+        /* in the order --attn-tiles lists them, so that a run cut short by
+         * its time limit keeps the first */
+        char order[256];
+        snprintf(order, sizeof order, "%s", tiles_arg);
+        for (char *tn = strtok(order, ","); tn; tn = strtok(NULL, ",")) {
+            int ki = 0;
+            while (strcmp(tiles[ki], tn)) ki++;
             setenv("SG_ATTN", ki == 0 ? "wmma" : ki == 4 ? "cudnn" : "mma", 1);
             if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
             else unsetenv("SG_ATTN_WARP_ROWS");
             if (ki == 3) setenv("SG_ATTN_DQ", "stored", 1);
+            else unsetenv("SG_ATTN_DQ");
+            /* the mma tiles with the forward and the dK/dV kernel on Hopper's
+             * warpgroup products (attention_fwd_wgmma.cu) */
+            if (ki == 5) setenv("SG_ATTN_WGMMA", "1", 1);
+            else unsetenv("SG_ATTN_WGMMA");
             if (js) fprintf(js, ", \"%s\": {", keys[ki]);
             int first = 1;
             for (int ai = 0; ai < arm_count(); ai++) {
@@ -711,6 +722,7 @@ int main(int argc, char **argv) {
         unsetenv("SG_ATTN");
         unsetenv("SG_ATTN_WARP_ROWS");
         unsetenv("SG_ATTN_DQ");
+        unsetenv("SG_ATTN_WGMMA");
         printf("\n");
     }
     if (js) {

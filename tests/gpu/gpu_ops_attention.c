@@ -22,10 +22,11 @@ void test_attention(int B, int T, int H, int d, int phantom, int logbias) {
     AttnArgs ad = {B, T, H, d, qs, qs, qs, C, phantom > 0, phantom == 2 ? sink_d : NULL, logbias ? lb_d : NULL};
     cpu_ops.attention_fwd(o, lse, qkv, qkv + C, qkv + 2 * C, &a);
     gpu_ops.attention_fwd(o_d, lse_d, qkv_d, qkv_d + C, qkv_d + 2 * C, &ad);
-    char what[128];
-    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
+    char what[128], label[32];
+    const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma", *wg = getenv("SG_ATTN_WGMMA");
+    snprintf(label, sizeof label, "%s%s", tiles, wg && !strcmp(wg, "1") ? "+wgmma" : "");
     snprintf(what, sizeof what, "attention fwd B%d T%d H%d d%d phantom %d logbias %d tiles %s", B, T, H, d, phantom,
-             logbias, tiles);
+             logbias, label);
     same(what, o_d, o, no, 1);
     same("attention lse", lse_d, lse, nl, 1);
     cpu_ops.attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, phantom == 2 ? dsink : NULL, logbias ? dlb : NULL, dout, qkv,
@@ -33,7 +34,7 @@ void test_attention(int B, int T, int H, int d, int phantom, int logbias) {
     gpu_ops.attention_bwd(dqkv_d, dqkv_d + C, dqkv_d + 2 * C, phantom == 2 ? dsink_d : NULL, logbias ? dlb_d : NULL,
                           dout_d, qkv_d, qkv_d + C, qkv_d + 2 * C, o_d, lse_d, &ad);
     snprintf(what, sizeof what, "attention dq/dk/dv B%d T%d d%d phantom %d logbias %d tiles %s", B, T, d, phantom,
-             logbias, tiles);
+             logbias, label);
     same(what, dqkv_d, dqkv, nq, 1);
     if (phantom == 2) {
         /* dsink_h += -sum_{b,i} exp(c_h - LSE_i) D_i: its terms may cancel,

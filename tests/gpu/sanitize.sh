@@ -62,7 +62,9 @@ summary() {
 }
 
 # The cases, "tool tiles arm kind [variant]", most valuable first.
-CASES=("racecheck mma combo2 grads" "memcheck mma combo2 grads" "synccheck mma combo2 grads"
+# (tiles wgmma: the mma tiles with SG_ATTN_WGMMA=1, the warpgroup kernels)
+CASES=("racecheck wgmma combo2 grads" "memcheck wgmma combo2 grads" "synccheck wgmma renorm grads"
+       "racecheck mma combo2 grads" "memcheck mma combo2 grads" "synccheck mma combo2 grads"
        "racecheck mma combo2 grads dqs" "initcheck mma combo2 grads dqs" "racecheck mma sinktoken grads" "memcheck wmma combo2 grads" "racecheck wmma combo2 grads"
        "memcheck mma combo2 train" "initcheck mma combo2 grads" "memcheck mma renorm grads"
        "initcheck mma combo2 grads shared")
@@ -171,7 +173,8 @@ run_case() { # tool tiles arm kind [variant]
              --seed 3 --data "$W/data" -o "$W/$name.st")
     fi
     t0=$SECONDS
-    SG_ATTN=$tiles SG_ATTN_DQ=$([ "$variant" = dqs ] && echo stored || echo recompute) \
+    SG_ATTN=$([ "$tiles" = wgmma ] && echo mma || echo "$tiles") SG_ATTN_WGMMA=$([ "$tiles" = wgmma ] && echo 1 || echo 0) \
+        SG_ATTN_DQ=$([ "$variant" = dqs ] && echo stored || echo recompute) \
         timeout -k 5 "$t" "$SAN" --tool "$tool" --error-exitcode 99 ${opts[@]+"${opts[@]}"} \
         ${EXTRA[@]+"${EXTRA[@]}"} "${cmd[@]}" >"$log" 2>&1
     rc=$?

@@ -18,7 +18,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+long sg_attn_wgmma_calls(void); /* kernels/cuda/attention_fwd.cu */
+
 #include "gpu_ops_test.h"
+
+/* The streaming attention's cases under the tiles SG_ATTN (and
+ * SG_ATTN_WGMMA) select. */
+static void attention_battery(void) {
+    int Ts[] = {1, 7, 64, 130};
+    for (int ti = 0; ti < 4; ti++)
+        for (int ph = 0; ph <= 2; ph++) {
+            test_attention(2, Ts[ti], 2, 16, ph, 0);
+            test_attention(1, Ts[ti], 2, 64, ph, ph == 0);
+        }
+    test_attention(1, 1024, 4, 64, 2, 0);
+    /* past the paper's context; in the emulator 1,100 (a short last
+     * tile), which takes a quarter of 2,048's time there */
+    test_attention(1, emulated() ? 1100 : 2048, 1, 64, 2, 1);
+    test_attention(1, 300, 2, 128, 2, 1);
+    test_attention(2, 200, 3, 32, 1, 1);
+    /* the value gates' backward with the attention's: fused under mma */
+    test_attention_gate(2, 130, 2, 64, GATE_PROJ, 2);
+    test_attention_gate(1, 70, 3, 64, GATE_NORM, 0);
+    if (emulated()) test_attention_gate(1, 200, 2, 64, GATE_PROJ, 2);
+    else test_attention_gate(2, 1024, 12, 64, GATE_PROJ, 2); /* combo2's 124M shape, two sequences */
+}
 
 int main(int argc, char **argv) {
     /* The batteries name their tile kernels: unset, SG_ATTN means wmma here,
@@ -38,6 +62,20 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "twins")) { /* the twin cases alone (tests/e2e_cuda_sgtrain_emu.sh) */
         test_twins();
+        return check_finish();
+    }
+    if (argc > 1 && !strcmp(argv[1], "wgmma")) {
+        /* the attention's cases with the forward and the dK/dV kernel on
+         * Hopper's warpgroup products (SG_ATTN_WGMMA=1 under the mma tiles;
+         * kernels/cuda/attention_fwd_wgmma.cu), apart from the rest so that
+         * tests/gpu/run.sh can give them a time limit of their own */
+        setenv("SG_ATTN", "mma", 1);
+        setenv("SG_ATTN_WGMMA", "1", 1);
+        const long w0 = sg_attn_wgmma_calls();
+        attention_battery();
+        CHECK(sg_attn_wgmma_calls() > w0, "SG_ATTN_WGMMA=1: no attention ran on the warpgroup products (%s)",
+              gpu_ops.backend());
+        printf("SG_ATTN_WGMMA=1: %ld attention kernels on the warpgroup products\n", sg_attn_wgmma_calls() - w0);
         return check_finish();
     }
     if (argc > 1 && !strcmp(argv[1], "tune")) { /* the SG_MATMUL_TUNE cases alone */
@@ -89,23 +127,7 @@ int main(int argc, char **argv) {
     static const char *const tiles[] = {"wmma", "mma", "cudnn"};
     for (int ki = 0; ki < 3; ki++) {
         setenv("SG_ATTN", tiles[ki], 1);
-        int Ts[] = {1, 7, 64, 130};
-        for (int ti = 0; ti < 4; ti++)
-            for (int ph = 0; ph <= 2; ph++) {
-                test_attention(2, Ts[ti], 2, 16, ph, 0);
-                test_attention(1, Ts[ti], 2, 64, ph, ph == 0);
-            }
-        test_attention(1, 1024, 4, 64, 2, 0);
-        /* past the paper's context; in the emulator 1,100 (a short last
-         * tile), which takes a quarter of 2,048's time there */
-        test_attention(1, emulated() ? 1100 : 2048, 1, 64, 2, 1);
-        test_attention(1, 300, 2, 128, 2, 1);
-        test_attention(2, 200, 3, 32, 1, 1);
-        /* the value gates' backward with the attention's: fused under mma */
-        test_attention_gate(2, 130, 2, 64, GATE_PROJ, 2);
-        test_attention_gate(1, 70, 3, 64, GATE_NORM, 0);
-        if (emulated()) test_attention_gate(1, 200, 2, 64, GATE_PROJ, 2);
-        else test_attention_gate(2, 1024, 12, 64, GATE_PROJ, 2); /* combo2's 124M shape, two sequences */
+        attention_battery();
     }
     setenv("SG_ATTN", "wmma", 1);
     int pshape[][4] = {{2, 7, 3, 16}, {1, 1, 2, 16}, {1, 130, 2, 64}, {1, 512, 4, 64}};
