@@ -121,12 +121,14 @@ else
     check '[ -z "$slow" ]' "every attention tile kernel has fewer than one FSETP per two MUFU:"$'\n'"$slow"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
-    # stubs), d / 16 + 4 of them in a forward and 16 in a dK/dV kernel, and
-    # the same rule for their exponentials
-    wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma_kernel kernels/cuda/attention_fwd_wgmma.cu \
+    # stubs), d / 16 + 4 of them in a forward and 16 in a dK/dV kernel, the
+    # same rule for their exponentials, and no register-A product in a loop
+    # reads A registers the loop did not write before it (--fresh-a: ptxas
+    # handed such registers to other values, wgmma_ptx.h's wg_fresh)
+    wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma_kernel --fresh-a kernels/cuda/attention_fwd_wgmma.cu \
          kernels/cuda/attention_bwd_mma.cu 2>&1); rc=$?
     check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 4 ]' \
-        "sass_mix.py --arch 90a lists the 4 warpgroup forwards and 4 dK/dV kernels (exit $rc):"$'\n'"$wg"
+        "sass_mix.py --arch 90a --fresh-a lists the 4 warpgroup forwards and 4 dK/dV kernels, no stale A operand (exit $rc):"$'\n'"$wg"
     bad=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); want = $1 ~ /ILi64E/ ? 8 : 12; if ($1 ~ /dkdv/) want = 16;
                if (v["HGMMA"] != want || v["HMMA"] != 0 || !(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$wg")
     check '[ -z "$bad" ]' "every warpgroup kernel has its HGMMA products, no HMMA, and fewer than one FSETP per two MUFU:"$'\n'"$bad"

@@ -47,7 +47,8 @@ struct BwdMmaLayout {
     static constexpr size_t LSE = attn_align(B + REGION);
     static constexpr size_t DD = attn_align(LSE + sizeof(float) * 2 * ATTN_BQ);
     static constexpr size_t LB = attn_align(DD + sizeof(float) * 2 * ATTN_BQ);
-    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
+    static constexpr size_t ZERO = attn_align(LB + sizeof(float) * 2 * ATTN_BK); /* wg_fresh's zero word */
+    static constexpr size_t BYTES = attn_align(ZERO + sizeof(uint32_t));
 };
 
 /* The regions of layout L in the shared memory at smem: buf(0) = B,
@@ -476,6 +477,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
     tc_cp_commit();
     if (LB) attn_load_bias(sm.lb2, logbias + bh * T, k0, T);
     attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
+    uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
+    if (threadIdx.x == 0) *zword = 0u;
     tc_cp_wait<0>();
     wg_fence_smem();
     __syncthreads();
@@ -512,13 +515,17 @@ static __global__ void __launch_bounds__(ATTN_NT)
         /* S^T and dP^T, keys x the tile's 64 queries: st[m][n] covers
          * queries q0 + 16m + 8n .. + 7 */
         float st[NS][2][4], dpt[NS][2][4];
+        tc_reg kf[NF][4], vf[NF][4]; /* this pass's copies of K and V (wg_fresh), made before the chains */
+        const uint32_t zero = wg_zero(zword);
+#pragma unroll
+        for (int kk = 0; kk < NF; ++kk) wg_fresh(kf[kk], ka[kk], zero), wg_fresh(vf[kk], va[kk], zero);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk)
-            wg_rs_n64<0>(&st[0][0][0], ka[kk], wg_desc_core(qs + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+            wg_rs_n64<0>(&st[0][0][0], kf[kk], wg_desc_core(qs + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk)
-            wg_rs_n64<0>(&dpt[0][0][0], va[kk], wg_desc_core(os + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+            wg_rs_n64<0>(&dpt[0][0][0], vf[kk], wg_desc_core(os + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
         wg_commit();
         wg_wait<0>();
         wg_pin<8 * NS>(&st[0][0][0]);
@@ -539,10 +546,10 @@ static __global__ void __launch_bounds__(ATTN_NT)
         wg_fence();
 #pragma unroll
         for (int m = 0; m < NS; ++m)
-            wg_rs<DP, 1>(&dva[0][0], pa[m], wg_desc_core(os + 2 * GROUP * m, CORE, GROUP, 1, g.wgswap), 1);
+            wg_rs<DP, 1>(&dva[0][0], pa[m], wg_desc_core(os + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
 #pragma unroll
         for (int m = 0; m < NS; ++m)
-            wg_rs<DP, 1>(&dka[0][0], dsa[m], wg_desc_core(qs + 2 * GROUP * m, CORE, GROUP, 1, g.wgswap), 1);
+            wg_rs<DP, 1>(&dka[0][0], dsa[m], wg_desc_core(qs + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
         wg_commit();
         wg_wait<0>();
         wg_pin<DP / 2>(&dva[0][0]);

@@ -54,7 +54,8 @@ struct FwdMmaLayout {
     static constexpr size_t A = 0;
     static constexpr size_t B = attn_align(A + REGION);
     static constexpr size_t LB = attn_align(B + REGION);
-    static constexpr size_t BYTES = attn_align(LB + sizeof(float) * 2 * ATTN_BK);
+    static constexpr size_t ZERO = attn_align(LB + sizeof(float) * 2 * ATTN_BK); /* wg_fresh's zero word */
+    static constexpr size_t BYTES = attn_align(ZERO + sizeof(uint32_t));
 };
 
 /* The tile's logits (element e of s[n]: row row[e >> 1], key

@@ -39,8 +39,10 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     typedef FwdMmaLayout<DP> L;
     constexpr int NT = FWD_WG_NT, NF = DP / 16, NS = ATTN_BK / 16;
     /* descriptor strides (bytes) of the core layout: cores along a row 128
-     * apart, 8-row groups 16 DP apart; a k16 step along the head dim spans
-     * two cores, one along the keys two row groups.  (In elements, so that
+     * apart, 8-row groups 16 DP apart (K: LBO the cores along d, SBO the
+     * groups of keys; V, MN-major: LBO the groups of keys, SBO the cores
+     * along d); a k16 step along the head dim spans two cores, one along
+     * the keys two row groups.  (In elements, so that
      * the emulated build's 4-byte bf16 keeps the layout.) */
     constexpr uint32_t ES = sizeof(sg_bf16), CORE = 64 * ES, GROUP = 8 * DP * ES;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -73,6 +75,8 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     attn_cp_rows_core<ATTN_BK, DP, NT>(bufB + ATTN_BK * DP, vh, vo.rs, 0, T);
     tc_cp_commit();
     if (LB) attn_load_bias(lbuf, lb, 0, T);
+    uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
+    if (threadIdx.x == 0) *zword = 0u;
     tc_cp_wait<0>();
     wg_fence_smem();
     __syncthreads();
@@ -105,10 +109,14 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
         if (gactive && k0 <= glast) {
             /* S: s[n] covers keys k0 + 8n .. k0 + 8n + 7 of the warp's 16 rows */
             float s[2 * NS][4];
+            tc_reg qf[NF][4]; /* this pass's copy of Q (wg_fresh), made before the chain */
+            const uint32_t zero = wg_zero(zword);
+#pragma unroll
+            for (int kk = 0; kk < NF; ++kk) wg_fresh(qf[kk], qa[kk], zero);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < NF; ++kk)
-                wg_rs_n64<0>(&s[0][0], qa[kk], wg_desc_core(ks + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+                wg_rs_n64<0>(&s[0][0], qf[kk], wg_desc_core(ks + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
             wg_commit();
             wg_wait<0>();
             wg_pin<8 * NS>(&s[0][0]);
@@ -122,7 +130,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
             wg_fence();
 #pragma unroll
             for (int st = 0; st < NS; ++st)
-                wg_rs<DP, 1>(&o[0][0], pa[st], wg_desc_core(vs + 2 * GROUP * st, CORE, GROUP, 1, g.wgswap), 1);
+                wg_rs<DP, 1>(&o[0][0], pa[st], wg_desc_core(vs + 2 * GROUP * st, GROUP, CORE, 1, g.wgswap), 1);
             wg_commit();
             wg_wait<0>();
             wg_pin<DP / 2>(&o[0][0]);

@@ -18,13 +18,10 @@
  * before the barrier that orders the writes before the products.
  *
  * Shared-memory layouts (no swizzle): 8 x 8 core matrices of 128 contiguous
- * bytes, 16 bytes (8 elements along the contiguous dimension) a row.  A
- * K-major operand (rows along M or N, K contiguous: K for S = Q K^T) takes
- * LBO = the byte stride between cores adjacent along K and SBO = between
- * 8-row groups; an MN-major one (tnspB = 1, N contiguous: V for O = P V)
- * takes LBO = the stride between cores adjacent along N and SBO = between
- * 8-row groups along K.  tests/gpu/wgmma_probe.cu checks these readings on
- * the device, against the other way round.
+ * bytes, 16 bytes (8 elements along the contiguous dimension) a row.  LBO
+ * is the byte stride between cores along K, SBO along M or N, whether the
+ * operand is K-major (K contiguous: K for S = Q K^T) or MN-major (tnspB =
+ * 1, N contiguous: V for O = P V); wg_desc_core says how that was settled.
  *
  * Only sm_90a has these instructions: in a build for any other target the
  * wrappers trap, and the kernels that use them are never launched there
@@ -72,16 +69,37 @@ static __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo,
            (uint64_t)((sbo & 0x3FFFF) >> 4) << 32 | (uint64_t)swz << 62;
 }
 
-/* The descriptor of a no-swizzle core-matrix operand at saddr whose cores
- * along the contiguous dimension are `core` bytes apart and whose 8-row
- * groups `group` apart: K-major (mn 0) LBO = core, SBO = group; MN-major
- * (mn 1) likewise.  swap (bit mn) exchanges the two, the other reading of
- * the PTX ISA's words: SG_WGMMA_SWAP, which tests/gpu/device.sh sets from
- * tests/gpu/wgmma_probe.cu's verdict when the device disagrees with these
- * readings, so that one lent call can still measure the kernels. */
-static __device__ __forceinline__ uint64_t wg_desc_core(uint32_t saddr, uint32_t core, uint32_t group, int mn,
+/* The descriptor of a no-swizzle core-matrix operand at saddr: LBO the
+ * byte stride between its cores along K (the products' reduction
+ * dimension), SBO along M or N, for K-major and MN-major operands alike.
+ * That is the reading an H200 confirmed (tests/gpu/wgmma_probe.cu, run 5,
+ * 2026-12-04): a K-major operand's cores along K are adjacent (LBO 128
+ * bytes) and its 8-row groups SBO apart; an MN-major one (tnspB: V, or Q
+ * and dO in the dK/dV products) has its 8-row groups along K (LBO) and its
+ * cores along N 128 bytes apart (SBO).  swap (bit 0: K-major, bit 1:
+ * MN-major; SG_WGMMA_SWAP) exchanges the two, for a device that reads them
+ * the other way: tests/gpu/device.sh sets it from the probe's verdict. */
+static __device__ __forceinline__ uint64_t wg_desc_core(uint32_t saddr, uint32_t along_k, uint32_t along_mn, int mn,
                                                         int swap) {
-    return swap >> mn & 1 ? wg_desc(saddr, group, core) : wg_desc(saddr, core, group);
+    return swap >> mn & 1 ? wg_desc(saddr, along_mn, along_k) : wg_desc(saddr, along_k, along_mn);
+}
+
+/* A fresh copy of a register A operand that a loop reuses in every pass
+ * (the forward's Q, the dK/dV kernel's K and V).  ptxas 13.0 was seen to
+ * give such registers to other values after the product that read them
+ * (run 5: the forward at d 64 read P for Q from its second key tile on), as
+ * though a product's A registers died with it.  So each product reads a
+ * copy made in the same pass, out = in ^ zero with zero loaded from shared
+ * memory in that pass (a volatile load, so that neither compiler can hoist
+ * the copy out of the loop, nor fold it away as it folds a plain move), and
+ * the loop-invariant value lives in registers that only ordinary
+ * instructions read. */
+static __device__ __forceinline__ uint32_t wg_zero(const uint32_t *smem_zero) {
+    return *reinterpret_cast<const volatile uint32_t *>(smem_zero);
+}
+static __device__ __forceinline__ void wg_fresh(uint32_t out[4], const uint32_t in[4], uint32_t zero) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = in[i] ^ zero;
 }
 
 /* accumulate 0: D = A B (the accumulators' values are ignored); TB: B is

@@ -6,10 +6,12 @@
  * of the warpgroup holding rows 16w .. 16w+15), reading B from the
  * launched dynamic shared memory through the descriptor: element (k, n) at
  *   K-major (tnspB 0):  start + (n / 8) SBO + (k / 8) LBO + 16 (n % 8) + 2 (k % 8)
- *   MN-major (tnspB 1): start + (n / 8) LBO + (k / 8) SBO + 16 (k % 8) + 2 (n % 8)
+ *   MN-major (tnspB 1): start + (n / 8) SBO + (k / 8) LBO + 16 (k % 8) + 2 (n % 8)
  * (bytes of 2-byte elements; the EMU_BF16_EXACT build's are 4 bytes, and its
  * offsets twice these)
- * the readings tests/gpu/wgmma_probe.cu checks on the device.  A product
+ * the readings tests/gpu/wgmma_probe.cu found on an H200 (run 5; the
+ * first version of this file had the MN-major one the other way round,
+ * and agreed with the kernels in the same error).  A product
  * sums over k in order in fp32 and lands at once (the device's may land
  * any time before wg_wait: the kernels touch no accumulator between).
  *
@@ -50,10 +52,18 @@ inline uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo, int swz = 0)
            (uint64_t)((sbo & 0x3FFFF) >> 4) << 32 | (uint64_t)swz << 62;
 }
 
-/* as kernels/cuda/wgmma_ptx.h; the emulator decodes the readings the
- * kernels assume (swap 0), so a swap here is a wrong descriptor */
-inline uint64_t wg_desc_core(uint32_t saddr, uint32_t core, uint32_t group, int mn, int swap) {
-    return swap >> mn & 1 ? wg_desc(saddr, group, core) : wg_desc(saddr, core, group);
+/* as kernels/cuda/wgmma_ptx.h; the emulator decodes the device's reading
+ * (swap 0), so a swap here is a wrong descriptor */
+inline uint64_t wg_desc_core(uint32_t saddr, uint32_t along_k, uint32_t along_mn, int mn, int swap) {
+    return swap >> mn & 1 ? wg_desc(saddr, along_mn, along_k) : wg_desc(saddr, along_k, along_mn);
+}
+namespace emu {
+inline void wg_fail(const char *what);
+}
+inline uint32_t wg_zero(const uint32_t *smem_zero) { return *smem_zero; }
+inline void wg_fresh(tc_reg out[4], const tc_reg in[4], uint32_t zero) {
+    if (zero) emu::wg_fail("wg_fresh: the shared zero is not 0");
+    for (int i = 0; i < 4; ++i) out[i] = in[i];
 }
 
 namespace emu {
@@ -85,7 +95,7 @@ inline void wg_rs_emu(float *d, const tc_reg a[4], uint64_t db, int accumulate) 
                    sbo = (uint32_t)(db >> 32 & 0x3FFF) << 4;
     constexpr uint32_t ES = sizeof(__nv_bfloat16); /* 2; 4 in the EMU_BF16_EXACT build, its cores 256 bytes */
     auto bval = [&](int k, int n) {
-        const uint32_t off = TB ? start + (n / 8) * lbo + (k / 8) * sbo + 8 * ES * (k % 8) + ES * (n % 8)
+        const uint32_t off = TB ? start + (n / 8) * sbo + (k / 8) * lbo + 8 * ES * (k % 8) + ES * (n % 8)
                                 : start + (n / 8) * sbo + (k / 8) * lbo + 8 * ES * (n % 8) + ES * (k % 8);
         const unsigned char *p = smem_lo + off;
         if (p + 2 > smem_hi) wg_fail("a B element outside the dynamic shared memory");

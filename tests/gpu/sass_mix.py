@@ -62,12 +62,54 @@ def tool_dirs():
     return dirs
 
 
-def mix(obj, env):
+def sass(obj, env):
     r = subprocess.run(["cuobjdump", "-sass", obj], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         fail(f"cuobjdump -sass {obj} failed:\n{r.stderr.strip()}")
+    return r.stdout
+
+
+def stale_a(text):
+    """{kernel: [HGMMA lines]} for every register-A warpgroup product
+    (HGMMA R<d>, R<a>, ...) inside a loop whose four A registers are not
+    all written in that loop before it, in address order from the loop's
+    head: a loop-invariant A operand, which ptxas 13.0 was seen to hand to
+    other values after the product (kernels/cuda/wgmma_ptx.h, wg_fresh)."""
+    out = {}
+    for part in re.split(r"\n\s+Function : ", text)[1:]:
+        name = part.split("\n", 1)[0].strip()
+        code = []
+        for line in part.splitlines():
+            m = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(.*?)\s*;", line)
+            if m:
+                code.append((int(m.group(1), 16), m.group(2)))
+        loops = []
+        for a, ins in code:
+            m = re.search(r"BRA (?:\S+, )?0x([0-9a-f]+)", ins)
+            if m and int(m.group(1), 16) < a:
+                loops.append((int(m.group(1), 16), a))
+        bad = []
+        for lo, hi in loops:
+            first = {}
+            for a, ins in code:
+                if lo <= a <= hi and not ins.startswith(("HGMMA", "ST")):
+                    m = re.match(r"(?:@!?U?P[T0-9]\s+)?[A-Z][A-Z0-9_.]*\s+(R\d+)", ins)
+                    if m:
+                        first.setdefault(m.group(1), a)
+            for a, ins in code:
+                m = re.match(r"HGMMA\S*\s+R\d+, R(\d+),", ins)
+                if m and lo <= a <= hi:
+                    regs = [f"R{int(m.group(1)) + k}" for k in range(4)]
+                    if not all(x in first and first[x] < a for x in regs):
+                        bad.append(f"{a:04x}: {ins}")
+        if bad:
+            out[name] = bad
+    return out
+
+
+def mix(text):
     kernels, name = {}, None
-    for line in r.stdout.splitlines():
+    for line in text.splitlines():
         m = re.search(r"Function : (\S+)", line)
         if m:
             name = m.group(1)
@@ -84,6 +126,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", default="90", help="compute capability, e.g. 80, 90, 120 (default 90)")
     ap.add_argument("--filter", default="", help="only kernels whose mangled name contains this")
+    ap.add_argument("--fresh-a", action="store_true",
+                    help="also fail (exit 1) where a register-A warpgroup product in a loop reads A registers "
+                         "not written in the loop before it (wgmma_ptx.h, wg_fresh)")
     ap.add_argument("files", nargs="+", help=".cu files (kernels/cuda/...)")
     a = ap.parse_args()
     if not re.fullmatch(r"[0-9]{2,3}a?", a.arch):
@@ -96,6 +141,7 @@ def main():
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join(tool_dirs() + [env.get("PATH", "")])
     inc = [f"-I{os.path.join(ROOT, d)}" for d in ("kernels", "kernels/cuda", "src")]
+    stale = []
     with tempfile.TemporaryDirectory() as tmp:
         for f in a.files:
             obj = os.path.join(tmp, os.path.basename(f) + ".o")
@@ -104,9 +150,19 @@ def main():
                                capture_output=True, text=True)
             if r.returncode != 0:
                 fail(f"nvcc {f} failed:\n{r.stderr.strip()}")
-            for k, c in sorted(mix(obj, env).items()):
+            text = sass(obj, env)
+            for k, c in sorted(mix(text).items()):
                 if a.filter in k:
                     print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES))
+            if a.fresh_a:
+                for k, lines in sorted(stale_a(text).items()):
+                    if a.filter in k:
+                        stale.append(k)
+                        print(f"stale A operand in {k}: " + "; ".join(lines[:3]))
+
+
+    if stale:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

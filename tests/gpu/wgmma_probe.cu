@@ -76,6 +76,10 @@ template <int TB> struct WgOp<128, 1, TB> {
 };
 
 enum { KSTEPS = 4, K = 16 * KSTEPS, A_BYTES = 64 * K * 2, B_MAX = 128 * K * 2 };
+/* dynamic shared memory of the layout probe: past the largest offset any
+ * reading of these layouts can form (in run 5 the first version, with B's
+ * 16 KB alone, faulted on a wrong reading and ended the probe) */
+static const int PROBE_SMEM = 200 * 1024;
 
 /* One warpgroup: D = A B over KSTEPS k16 steps, A and B copied verbatim
  * from the host's images of their layouts; afrag: RS's A fragments, four
@@ -83,8 +87,11 @@ enum { KSTEPS = 4, K = 16 * KSTEPS, A_BYTES = 64 * K * 2, B_MAX = 128 * K * 2 };
 template <int N, int RS, int TB>
 __global__ void __launch_bounds__(128) probe_kernel(const uint4 *a_img, const uint4 *b_img, int b_bytes,
                                                     const uint32_t *afrag, WgDesc wa, WgDesc wb, float *out) {
-    __shared__ __align__(1024) uint8_t sa[A_BYTES];
-    __shared__ __align__(1024) uint8_t sb[B_MAX];
+    /* A, then B, then room: a wrong reading reads garbage inside the
+     * block's shared memory instead of faulting, which would end the
+     * program (PROBE_SMEM) */
+    extern __shared__ __align__(1024) uint8_t probe_smem[];
+    uint8_t *const sa = probe_smem, *const sb = probe_smem + A_BYTES;
     const int tid = threadIdx.x;
     for (int i = tid; i < A_BYTES / 16; i += 128) reinterpret_cast<uint4 *>(sa)[i] = a_img[i];
     for (int i = tid; i < b_bytes / 16; i += 128) reinterpret_cast<uint4 *>(sb)[i] = b_img[i];
@@ -133,7 +140,8 @@ static size_t lay_off(const Layout &l, int i, int k) {
 }
 
 /* The two readings of a layout's offsets: reading 0 puts in LBO the stride
- * named first below and in SBO the second; reading 1 swaps them.  (A
+ * named first below (along K) and in SBO the second (along M or N); reading
+ * 1 swaps them.  (A
  * swizzled K-major operand of 64 elements a row has one core along K, so its
  * LBO should not matter: 16 bytes.) */
 static WgDesc lay_desc(const Layout &l, int reading) {
@@ -146,10 +154,12 @@ static WgDesc lay_desc(const Layout &l, int reading) {
         second = l.swz ? 1024 : (K / 8) * 128;
         w.step = l.swz ? 32 : 256;
     } else {
-        /* first: between cores (atoms) along MN; second: between 8-row groups along K */
-        first = l.swz ? (K / 8) * 1024 : 128;
-        second = l.swz ? 1024 : (uint32_t)(l.mn / 8) * 128;
-        w.step = 2 * second;
+        /* first: between 8-row groups along K; second: between cores (atoms)
+         * along MN (no swizzle: run 5 on an H200 found this reading, and
+         * not the other, right) */
+        first = l.swz ? 1024 : (uint32_t)(l.mn / 8) * 128;
+        second = l.swz ? (K / 8) * 1024 : 128;
+        w.step = 2 * first;
     }
     w.lbo = reading ? second : first;
     w.sbo = reading ? first : second;
@@ -228,7 +238,12 @@ static int run_case(const Case &c, int verbose) {
     CK(cudaMemset(dout, 0xFF, 128 * nreg * sizeof(float))); /* NaN: an unwritten accumulator fails */
     const WgDesc wa = lay_desc(la, c.reading_a), wb = lay_desc(lb, c.reading_b);
     const int bb = (int)lay_bytes(lb);
-#define LAUNCH(N_, RS_, TB_) probe_kernel<N_, RS_, TB_><<<1, 128>>>(da, db, bb, dfrag, wa, wb, dout)
+#define LAUNCH(N_, RS_, TB_)                                                                                  \
+    do {                                                                                                      \
+        CK(cudaFuncSetAttribute(probe_kernel<N_, RS_, TB_>, cudaFuncAttributeMaxDynamicSharedMemorySize,       \
+                                PROBE_SMEM));                                                                 \
+        probe_kernel<N_, RS_, TB_><<<1, 128, PROBE_SMEM>>>(da, db, bb, dfrag, wa, wb, dout);                   \
+    } while (0)
     if (n == 64) {
         if (c.rs) { if (c.tb) LAUNCH(64, 1, 1); else LAUNCH(64, 1, 0); }
         else { if (c.tb) LAUNCH(64, 0, 1); else LAUNCH(64, 0, 0); }
