@@ -42,10 +42,12 @@
  * (plain fp32 SGEMM, no TF32) and the logits and dlogits are fp32, for
  * comparisons with the CPU reference at fp32 tolerance.
  *
- * The softmax: one block per row, by the register kernel (the row held in
- * registers, read once: cls_softmax_reg_kernel) wherever Vg is a multiple
- * of 8 and at most 65,536, else by a two-pass kernel that reads the row
- * twice (cls_softmax_kernel).
+ * The softmax: one block per row, a two-pass kernel that reads the row
+ * twice (cls_softmax_kernel).  A version that held the row in registers
+ * and read it once, in 16-byte groups, measured slower on an H200 (run 5,
+ * 2026-12-04: the classifier's call 4.59 ms a 124M step against 3.88 with
+ * this kernel in run 4; 25 groups a thread left two 256-thread blocks an
+ * SM, too few rows in flight), and was taken out.
  *
  * Determinism.  cuBLAS GEMMs give the same bits on every run on the same
  * GPU model and library (one stream, no atomics mode).  Each row's max and
@@ -170,149 +172,6 @@ cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
     for (int j = V + tid; j < Vg; j += CLS_THREADS) store_gin(di + j, 0.f);
 }
 
-#ifndef SG_CLASSIFIER_FP32
-/* ---- the register path: bf16 logits, Vg % 8 == 0, Vg <= 8 CLS_REG_THREADS CLS_REG_MAX_NV ----
- * The same row math as cls_softmax_kernel, for a block that holds its whole
- * row in registers: thread t keeps the 16-byte groups j = t + k
- * CLS_REG_THREADS (k < NV) of 8 logits, columns 8j .. 8j+7.  The row then
- * leaves memory once and comes back once (dz written over it), where the
- * kernel above reads it twice; each access moves 16 bytes a thread, not 2.
- * At GPT-2's Vp 50,304 that is 25 groups a thread (100 registers), so
- * two 256-thread blocks share an SM (__launch_bounds__ below): one loads
- * while the other computes, which a single resident block per SM could not.
- *
- *   M = max_j z_j                      (exact in any order)
- *   S = sum_j exp(z_j - M)             (fp32 over a thread's columns, then
- *                                       double: the warp's butterfly and
- *                                       the warps in order)
- *   loss = M + log S - z_y,  dz_j = exp(z_j - M) dscale / S - dscale [j == y]
- *
- * dz is the kernel above's bits (the same expression); S may differ from
- * its online sum in the last bits. */
-#define CLS_REG_THREADS 256
-#define CLS_REG_WARPS (CLS_REG_THREADS / 32)
-#define CLS_REG_MAX_NV 32 /* groups a thread: Vg <= 65,536 */
-
-/* 8 logits as one 16-byte access: words x, y, z, w hold columns (0, 1),
- * (2, 3), (4, 5), (6, 7), the lower column in the lower half (a
- * __nv_bfloat162's layout).  uint4, not a struct of bf16 pairs: nvcc split
- * a 16-byte struct's loads and stores into four 4-byte ones. */
-typedef uint4 ClsGroup;
-
-__device__ __forceinline__ float cls_elem(const ClsGroup &g, int e) {
-    const unsigned w = e >> 1 == 0 ? g.x : e >> 1 == 1 ? g.y : e >> 1 == 2 ? g.z : g.w;
-    __nv_bfloat162 h;
-    memcpy(&h, &w, sizeof w);
-    return __bfloat162float(e & 1 ? h.y : h.x);
-}
-
-/* the bf16 pair (a, b), rounded to nearest even, as one word */
-__device__ __forceinline__ unsigned cls_pack(float a, float b) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    unsigned w;
-    memcpy(&w, &h, sizeof w);
-    return w;
-}
-
-template <int NV>
-__global__ void __launch_bounds__(CLS_REG_THREADS, NV <= 25 ? 2 : 1)
-cls_softmax_reg_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss, float *__restrict__ losses,
-                       const int32_t *__restrict__ targets, int V, int Vg, int ldz, float dscale) {
-    __shared__ float m_sh[CLS_REG_WARPS];
-    __shared__ double s_sh[CLS_REG_WARPS];
-    __shared__ float zy_sh;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, ng = Vg / 8;
-    const long i = blockIdx.x;
-    const int y = targets[i];
-    const ClsGroup *zi = reinterpret_cast<const ClsGroup *>(z + i * ldz);
-    if (tid == 0) zy_sh = load_gin(z + i * ldz + y);
-
-    /* this thread's groups: k < kn (ng - tid >= -CLS_REG_THREADS + 1, so
-     * the quotient truncates to 0 for a thread past the row) */
-    const int kn = (ng - tid + CLS_REG_THREADS - 1) / CLS_REG_THREADS;
-    ClsGroup r[NV];
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (k < kn) r[k] = zi[tid + k * CLS_REG_THREADS];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        if (k >= kn) continue;
-        const int j = tid + k * CLS_REG_THREADS;
-        const int nv = V - 8 * j; /* the group's columns below V, if under 8 */
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            if (e < nv) m = fmaxf(m, cls_elem(r[k], e));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) m_sh[warp] = m;
-    __syncthreads();
-    float M = m_sh[0];
-#pragma unroll
-    for (int w = 1; w < CLS_REG_WARPS; w++) M = fmaxf(M, m_sh[w]);
-
-    float st = 0.f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        if (k >= kn) continue;
-        const int j = tid + k * CLS_REG_THREADS;
-        const int nv = V - 8 * j;
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            if (e < nv) st += expf(cls_elem(r[k], e) - M);
-    }
-    double s = st;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) s_sh[warp] = s;
-    __syncthreads();
-    double S = s_sh[0];
-#pragma unroll
-    for (int w = 1; w < CLS_REG_WARPS; w++) S += s_sh[w];
-    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
-    if (!dz) return;
-    const float f = (float)((double)dscale / S);
-    ClsGroup *di = reinterpret_cast<ClsGroup *>(dz + i * ldz);
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        if (k >= kn) continue;
-        const int j = tid + k * CLS_REG_THREADS;
-        const int nv = V - 8 * j, ey = y - 8 * j; /* ey: y's place in the group, if in [0, 8) */
-        float o[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float x = e < nv ? expf(cls_elem(r[k], e) - M) * f : 0.f;
-            if (e == ey) x -= dscale;
-            o[e] = x;
-        }
-        di[j] = make_uint4(cls_pack(o[0], o[1]), cls_pack(o[2], o[3]), cls_pack(o[4], o[5]), cls_pack(o[6], o[7]));
-    }
-}
-
-/* The register kernel's instance for Vg classes (Vg % 8 == 0), or false:
- * the fewest groups a thread that hold the row, from a few widths. */
-static bool cls_softmax_reg(int n, const gin_t *z, gin_t *dz, double *rowloss, float *losses,
-                            const int32_t *targets, int V, int Vg, int ldz, float dscale) {
-    if (Vg % 8 || ldz % 8 || ((uintptr_t)z & 15)) return false;
-    const int need = (Vg / 8 + CLS_REG_THREADS - 1) / CLS_REG_THREADS;
-    cudaStream_t st = sg_stream();
-#define CLS_REG_CASE(NV)                                                                                          \
-    if (need <= NV) {                                                                                             \
-        cls_softmax_reg_kernel<NV><<<n, CLS_REG_THREADS, 0, st>>>(z, dz, rowloss, losses, targets, V, Vg, ldz, dscale); \
-        return true;                                                                                              \
-    }
-    CLS_REG_CASE(2)
-    CLS_REG_CASE(4)
-    CLS_REG_CASE(8)
-    CLS_REG_CASE(16)
-    CLS_REG_CASE(25)
-    CLS_REG_CASE(CLS_REG_MAX_NV)
-#undef CLS_REG_CASE
-    return false;
-}
-#endif
-
 /* *out = sum of x[0..n) in a fixed order: thread t adds t, t+1024, ...,
  * then a fixed tree. */
 __global__ void __launch_bounds__(SUM_THREADS)
@@ -433,15 +292,8 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
         const int n = N - r0 < chunk ? N - r0 : chunk;
         const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C, (long)n * C);
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vg, n, C, w, C, xc, C, 0.f, z, Vp, GIN_TYPE);
-#ifdef SG_CLASSIFIER_FP32
-        const bool reg = false;
-#else
-        const bool reg = cls_softmax_reg(n, z, dz, rowloss + r0, losses ? losses + r0 : NULL, targets + r0, V, Vg,
-                                         Vp, dscale);
-#endif
-        if (!reg)
-            cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
-                                                          targets + r0, V, Vg, Vp, dscale);
+        cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL, targets + r0,
+                                                      V, Vg, Vp, dscale);
         CUDA_LAUNCHED();
         if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, n, Vg, w, C, dz, Vp, 0.f, dx + (size_t)r0 * C, C);
         if (dwte) gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, Vg, n, xc, C, dz, Vp, 1.f, dwte, C);

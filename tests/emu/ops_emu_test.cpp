@@ -950,12 +950,11 @@ int main(int argc, char **argv) {
      * above the softmax's 512 threads with Vp padded to 64; 2100 rows in
      * chunks of 1000 (sg_classifier_set_chunk; a vocabulary this small
      * would otherwise be one chunk): three chunks, the last short, dwte
-     * accumulating over them.  The softmax's register kernel
-     * (classifier.cu) takes every Vp % 8 == 0: V 100 and 1031 end inside a
-     * group of 8, 9001 takes 5 groups a thread (the 8-group instance) and
-     * GPT-2's 50257 of 50304 the 25-group one, a few rows each; Vp 100 and
-     * 1030 (V 97 and 1030) are not multiples of 8 and take the two-pass
-     * kernel. */
+     * accumulating over them.  Widths: V 100 and 1031 end inside a group
+     * of 8 columns, 9001 and GPT-2's 50257 of 50304 are the tiers' sizes
+     * (a few rows each), and Vp 100 and 1030 (V 97 and 1030) are not
+     * multiples of 8 (classifier.cu's softmax once took a 16-byte path
+     * where they were). */
     const int clshape[][6] = {{37, 32, 100, 128, 7, 0}, {37, 32, 100, 128, 2, 0}, {37, 32, 100, 128, 5, 0},
                               {40, 64, 1031, 1088, 7, 0}, {2100, 8, 40, 48, 7, 1000}, {3, 16, 9001, 9024, 7, 0},
                               {2, 8, 50257, 50304, 7, 0}, {37, 32, 97, 100, 7, 0}, {5, 16, 1030, 1030, 3, 0}};

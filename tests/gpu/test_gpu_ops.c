@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
      * about 30), where bf16 logits widen dx's and dwte's tolerance 3x
      * (gpu_ops_classifier.c) */
     test_classifier(37, 32, 100, 128, 0.3, 1);
-    test_classifier(37, 32, 97, 100, 0.3, 1); /* Vp % 8 != 0: the two-pass softmax (classifier.cu) */
+    test_classifier(37, 32, 97, 100, 0.3, 1); /* Vp % 8 != 0 */
     test_classifier(256, 384, 50257, 50304, 0.05, 1);
     test_classifier(256, 384, 50257, 50304, 0.3, 3);
     test_classifier_chunks(2100, 32, 100, 128, 1000); /* three chunks, the last short */
