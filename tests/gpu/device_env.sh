@@ -4,7 +4,10 @@
 # runtime for SG_ATTN=cudnn, and stops (exit 1) where a program would not load.
 # The carried archive (--pack) first, unless programs newer than it are
 # here already: Python's tarfile, since the machine need not have xz; the
-# 'data' filter where this Python has it.
+# 'data' filter where this Python has it.  (B defaults to build/dev: run 5
+# sourced this from a one-line command before setting B, and it unpacked
+# nothing and linked no library.)
+B=${B:-build/dev}
 if [ -f "$B/carry.tar.xz" ] && { [ ! -e "$B/cuda/sgtrain" ] || [ "$B/carry.tar.xz" -nt "$B/cuda/sgtrain" ]; }; then
     python3 - "$B/carry.tar.xz" <<'EOF' || { echo "device.sh: could not unpack $B/carry.tar.xz"; exit 1; }
 import sys, tarfile
