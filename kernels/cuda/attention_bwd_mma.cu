@@ -278,6 +278,25 @@ static __device__ __forceinline__ void attn_gate_partial(const float (&dwp)[DP /
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 
+/* Where a dK/dV block works, as both kernels derive it: key tile kt, head
+ * h, sequence b, the thread's warp and lane (gq = lane / 4, tq = lane % 4),
+ * bh (the (b,h) slice of lse, D and the log-bias), the (b,h) slices of Q
+ * and dO, the rows' LSE and D, the warp's first key kw0 and the lane's two
+ * keys, and the number of query tiles. */
+struct DkdvPlace {
+    int kt, h, b, k0, warp, lane, gq, tq;
+    long bh;
+    const sg_bf16 *qh, *gh;
+    const float *lseh, *Dh;
+    int kw0, key[2], ntq;
+    __device__ __forceinline__ DkdvPlace(const AttnGeom &g, const AttnOp &qo, const AttnOp &go, const float *lse,
+                                         const float *D)
+        : kt(blockIdx.z), h(blockIdx.x), b(blockIdx.y), k0(kt * ATTN_BK), warp(threadIdx.x >> 5),
+          lane(threadIdx.x & 31), gq(lane >> 2), tq(lane & 3), bh((long)b * g.H + h), qh(qo.at(b, h)),
+          gh(go.at(b, h)), lseh(lse + bh * g.T), Dh(D + bh * g.T), kw0(k0 + warp * 16),
+          key{kw0 + gq, kw0 + gq + 8}, ntq((g.T + ATTN_BQ - 1) / ATTN_BQ) {}
+};
+
 /* The dK/dV kernels' end, for a warp's 16 keys: dK (times the softmax
  * scale) and dV stored with their twins, through a value gate's backward
  * (GK) with the block's partial of its parameter gradients, or with the
@@ -287,10 +306,10 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
                                                           float (&colsum)[2], float *__restrict__ dk,
                                                           float *__restrict__ dv, float *__restrict__ dlogbias,
                                                           sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
-                                                          const AttnGateEpi &epi, const AttnGeom &g, int b, int kt,
-                                                          int h, int warp, int lane, const int (&key)[2],
-                                                          unsigned char *smem) {
-    const int T = g.T, tq = lane & 3, kw0 = kt * ATTN_BK + warp * 16;
+                                                          const AttnGateEpi &epi, const AttnGeom &g,
+                                                          const DkdvPlace &p, unsigned char *smem) {
+    const int b = p.b, kt = p.kt, h = p.h, warp = p.warp, lane = p.lane, T = g.T, tq = p.tq, kw0 = p.kw0;
+    const int(&key)[2] = p.key;
     const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
     const bool active = kw0 < T;
     if constexpr (GK != 0) {
@@ -339,15 +358,9 @@ static __global__ void __launch_bounds__(ATTN_NT)
     extern __shared__ __align__(128) unsigned char attn_smem[];
     const BwdMmaSmem<L> sm(attn_smem);
 
-    const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long bh = (long)b * g.H + h;
-    const sg_bf16 *qh = qo.at(b, h), *gh = go.at(b, h);
-    const float *lseh = lse + bh * T, *Dh = D + bh * T;
-    const int kw0 = k0 + warp * 16;
-    const bool active = kw0 < T; /* warp-uniform */
-    const int key[2] = {kw0 + gq, kw0 + gq + 8};
-    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
+    const DkdvPlace p(g, qo, go, lse, D);
+    const int T = g.T;
+    const bool active = p.kw0 < T; /* warp-uniform */
     /* The stored dS (or null): every element of each tile of column kt is
      * written, zero where a strip is skipped, so its reader never meets
      * memory nothing wrote. */
@@ -355,16 +368,16 @@ static __global__ void __launch_bounds__(ATTN_NT)
 
     /* the block's K and V into region A, query tile kt (the diagonal one)
      * into buffer 0, one group */
-    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(b, h), ko.rs, vo.at(b, h), vo.rs, k0, T);
-    attn_cp_pair<DP, LD, TE>(sm.buf(0), qh, qo.rs, gh, go.rs, k0, T);
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(p.b, p.h), ko.rs, vo.at(p.b, p.h), vo.rs, p.k0, T);
+    attn_cp_pair<DP, LD, TE>(sm.buf(0), p.qh, qo.rs, p.gh, go.rs, p.k0, T);
     tc_cp_commit();
-    if (LB) attn_load_bias(sm.lb2, logbias + bh * T, k0, T);
-    attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
+    if (LB) attn_load_bias(sm.lb2, logbias + p.bh * T, p.k0, T);
+    attn_load_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
-    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp * 16, lane);
-    const float lbj[2] = {LB ? sm.lb2[warp * 16 + gq] : 0.f, LB ? sm.lb2[warp * 16 + gq + 8] : 0.f};
+    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), p.warp * 16, p.lane);
+    const float lbj[2] = {LB ? sm.lb2[p.warp * 16 + p.gq] : 0.f, LB ? sm.lb2[p.warp * 16 + p.gq + 8] : 0.f};
     __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
 #pragma unroll
@@ -373,12 +386,12 @@ static __global__ void __launch_bounds__(ATTN_NT)
         for (int e = 0; e < 4; ++e) dka[n][e] = dva[n][e] = 0.f;
     float colsum[2] = {0.f, 0.f};
 
-    for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
-        const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
-        if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
-            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), qh, qo.rs, gh, go.rs, q0 + ATTN_BQ, T);
+    for (int qt = p.kt; qt < p.ntq; ++qt) { /* query tiles at or below the diagonal */
+        const int q0 = qt * ATTN_BQ, cur = (qt - p.kt) & 1;
+        if (qt + 1 < p.ntq) { /* fetch the next query tile while this one is used */
+            attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), p.qh, qo.rs, p.gh, go.rs, q0 + ATTN_BQ, T);
             tc_cp_commit();
-            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
+            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -387,44 +400,45 @@ static __global__ void __launch_bounds__(ATTN_NT)
         const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
-        sg_bf16 *const dst = ds ? attn_ds_tile(ds, bh, T, kt, qt) : nullptr;
+        sg_bf16 *const dst = ds ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
         {
             /* below the diagonal tile every i > j; only the last tile has rows past T */
-            const bool mask = qt == kt || q0 + ATTN_BQ > T;
+            const bool mask = qt == p.kt || q0 + ATTN_BQ > T;
 #pragma unroll 1
             for (int m = 0; m < ATTN_BQ / 16; ++m) {
                 const int mi0 = q0 + m * 16;
                 /* keys past T, or a strip wholly above the diagonal (every i < every j) or past T */
-                if (!active || mi0 + 15 < kw0 || mi0 >= T) {
-                    if (dst) attn_st_ds(dst, zero, warp * 16, m * 16, lane);
+                if (!active || mi0 + 15 < p.kw0 || mi0 >= T) {
+                    if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
                     continue;
                 }
                 float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
-                attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, lane);
+                attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
                 /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
-                if (mask) attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
-                else attn_dkdv_probs<false, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+                if (mask)
+                    attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
+                else
+                    attn_dkdv_probs<false, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
                 tc_reg pa[4], dsa[4];
                 tc_acc_to_a(pa, st);
                 tc_acc_to_a(dsa, dpt);
-                if (dst) attn_st_ds(dst, dsa, warp * 16, m * 16, lane);
+                if (dst) attn_st_ds(dst, dsa, p.warp * 16, m * 16, p.lane);
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg ob[4], qb[4];
-                    tc_load_b<LD>(ob, dOs, m * 16, nd * 16, lane);
+                    tc_load_b<LD>(ob, dOs, m * 16, nd * 16, p.lane);
                     tc_mma(dva[2 * nd], pa, ob);
                     tc_mma(dva[2 * nd + 1], pa, ob + 2);
-                    tc_load_b<LD>(qb, Qs, m * 16, nd * 16, lane);
+                    tc_load_b<LD>(qb, Qs, m * 16, nd * 16, p.lane);
                     tc_mma(dka[2 * nd], dsa, qb);
                     tc_mma(dka[2 * nd + 1], dsa, qb + 2);
                 }
             }
         }
-        if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
+        if (qt + 1 < p.ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
 
-    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, b, kt, h, warp, lane, key,
-                                   attn_smem);
+    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, p, attn_smem);
 }
 
 /* The dK/dV kernel on Hopper's warpgroup products (wgmma_ptx.h; with
@@ -460,31 +474,25 @@ static __global__ void __launch_bounds__(ATTN_NT)
     extern __shared__ __align__(128) unsigned char attn_smem[];
     const BwdMmaSmem<L> sm(attn_smem);
 
-    const int kt = blockIdx.z, h = blockIdx.x, b = blockIdx.y, T = g.T, k0 = kt * ATTN_BK;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long bh = (long)b * g.H + h;
-    const sg_bf16 *qh = qo.at(b, h), *gh = go.at(b, h);
-    const float *lseh = lse + bh * T, *Dh = D + bh * T;
-    const int kw0 = k0 + warp * 16;
-    const int key[2] = {kw0 + gq, kw0 + gq + 8};
-    const int ntq = (T + ATTN_BQ - 1) / ATTN_BQ;
+    const DkdvPlace p(g, qo, go, lse, D);
+    const int T = g.T;
 
     /* the block's K and V into region A (padded rows), query tile kt into
      * buffer 0 (core layout), one group */
-    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(b, h), ko.rs, vo.at(b, h), vo.rs, k0, T);
-    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0), qh, qo.rs, k0, T);
-    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0) + TE, gh, go.rs, k0, T);
+    attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(p.b, p.h), ko.rs, vo.at(p.b, p.h), vo.rs, p.k0, T);
+    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0), p.qh, qo.rs, p.k0, T);
+    attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0) + TE, p.gh, go.rs, p.k0, T);
     tc_cp_commit();
-    if (LB) attn_load_bias(sm.lb2, logbias + bh * T, k0, T);
-    attn_load_rowstats(sm.L2, sm.D2, lseh, Dh, k0, T);
+    if (LB) attn_load_bias(sm.lb2, logbias + p.bh * T, p.k0, T);
+    attn_load_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
     if (threadIdx.x == 0) *zword = 0u;
     tc_cp_wait<0>();
     wg_fence_smem();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
-    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), warp * 16, lane);
-    const float lbj[2] = {LB ? sm.lb2[warp * 16 + gq] : 0.f, LB ? sm.lb2[warp * 16 + gq + 8] : 0.f};
+    attn_own_operands<NF, LD, TE>(ka, va, sm.buf(1), p.warp * 16, p.lane);
+    const float lbj[2] = {LB ? sm.lb2[p.warp * 16 + p.gq] : 0.f, LB ? sm.lb2[p.warp * 16 + p.gq + 8] : 0.f};
     __syncthreads(); /* region A is free: the second Q/dO buffer from now on */
     float dka[DP / 8][4], dva[DP / 8][4];
 #pragma unroll
@@ -495,13 +503,13 @@ static __global__ void __launch_bounds__(ATTN_NT)
     const uint32_t sbuf[2] = {(uint32_t)__cvta_generic_to_shared(sm.buf(0)),
                               (uint32_t)__cvta_generic_to_shared(sm.buf(1))};
 
-    for (int qt = kt; qt < ntq; ++qt) { /* query tiles at or below the diagonal */
-        const int q0 = qt * ATTN_BQ, cur = (qt - kt) & 1;
-        if (qt + 1 < ntq) { /* fetch the next query tile while this one is used */
-            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1), qh, qo.rs, q0 + ATTN_BQ, T);
-            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1) + TE, gh, go.rs, q0 + ATTN_BQ, T);
+    for (int qt = p.kt; qt < p.ntq; ++qt) { /* query tiles at or below the diagonal */
+        const int q0 = qt * ATTN_BQ, cur = (qt - p.kt) & 1;
+        if (qt + 1 < p.ntq) { /* fetch the next query tile while this one is used */
+            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1), p.qh, qo.rs, q0 + ATTN_BQ, T);
+            attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1) + TE, p.gh, go.rs, q0 + ATTN_BQ, T);
             tc_cp_commit();
-            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, lseh, Dh, q0 + ATTN_BQ, T);
+            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -510,7 +518,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
         __syncthreads();
         const uint32_t qs = cur ? sbuf[1] : sbuf[0], os = qs + TE * ES;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
-        sg_bf16 *const dst = ds ? attn_ds_tile(ds, bh, T, kt, qt) : nullptr;
+        sg_bf16 *const dst = ds ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
 
         /* S^T and dP^T, keys x the tile's 64 queries: st[m][n] covers
          * queries q0 + 16m + 8n .. + 7 */
@@ -531,15 +539,19 @@ static __global__ void __launch_bounds__(ATTN_NT)
         wg_pin<8 * NS>(&st[0][0][0]);
         wg_pin<8 * NS>(&dpt[0][0][0]);
         /* on the diagonal tile, the last one (rows past T), or with keys past T */
-        const bool mask = qt == kt || q0 + ATTN_BQ > T || k0 + ATTN_BK > T;
+        const bool mask = qt == p.kt || q0 + ATTN_BQ > T || p.k0 + ATTN_BK > T;
         tc_reg pa[NS][4], dsa[NS][4];
 #pragma unroll
         for (int m = 0; m < NS; ++m) {
-            if (mask) attn_dkdv_probs<true, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
-            else attn_dkdv_probs<false, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, key, T, tq);
+            if (mask)
+                attn_dkdv_probs<true, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T,
+                                          p.tq);
+            else
+                attn_dkdv_probs<false, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T,
+                                           p.tq);
             tc_acc_to_a(pa[m], st[m]);
             tc_acc_to_a(dsa[m], dpt[m]);
-            if (dst) attn_st_ds(dst, dsa[m], warp * 16, m * 16, lane);
+            if (dst) attn_st_ds(dst, dsa[m], p.warp * 16, m * 16, p.lane);
         }
         wg_pin<DP / 2>(&dva[0][0]);
         wg_pin<DP / 2>(&dka[0][0]);
@@ -554,10 +566,9 @@ static __global__ void __launch_bounds__(ATTN_NT)
         wg_wait<0>();
         wg_pin<DP / 2>(&dva[0][0]);
         wg_pin<DP / 2>(&dka[0][0]);
-        if (qt + 1 < ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
+        if (qt + 1 < p.ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
     }
-    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, b, kt, h, warp, lane, key,
-                                   attn_smem);
+    attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, p, attn_smem);
 }
 
 /* The dq kernel's warps own MT 16-row m-tiles each (DqMma<MT>), for the

@@ -52,38 +52,34 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     sg_bf16 *const bufA = reinterpret_cast<sg_bf16 *>(attn_smem + L::A);
     float *const lbuf = reinterpret_cast<float *>(attn_smem + L::LB);
 
-    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
-    const int q0 = qt * FWD_MMA_BQ, T = g.T;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
-    const sg_bf16 *qh = qo.at(b, h), *kh = ko.at(b, h), *vh = vo.at(b, h);
-    const float *lb = LB ? logbias + bh * T : nullptr;
-    const int wq0 = q0 + warp * RW, wlast = wq0 + RW - 1;
+    const FwdPlace p(g, qo, ko, vo, LB ? logbias : nullptr);
+    const int T = g.T;
+    const int wq0 = p.q0 + p.warp * RW, wlast = wq0 + RW - 1;
     const bool active = wq0 < T; /* warp-uniform */
     /* this lane's queries: rows g and g + 8 of each m-tile */
     int row[MT][2];
 #pragma unroll
-    for (int i = 0; i < MT; ++i) row[i][0] = wq0 + 16 * i + gq, row[i][1] = wq0 + 16 * i + gq + 8;
+    for (int i = 0; i < MT; ++i) row[i][0] = wq0 + 16 * i + p.gq, row[i][1] = wq0 + 16 * i + p.gq + 8;
     /* key tiles up to the block's last query (or T - 1) */
-    const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
+    const int last_kt = ((p.q0 + FWD_MMA_BQ < T ? p.q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
 
-    const float c0 = g.phantom ? (sink ? sink[h] : 0.f) * ATTN_LOG2E : -INFINITY;
+    const float c0 = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
     float m[MT][2], l[MT][2];
     float o[MT][DP / 8][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
         m[i][0] = m[i][1] = c0;
-        l[i][0] = l[i][1] = g.phantom && tq == 0 ? 1.f : 0.f;
+        l[i][0] = l[i][1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;
     }
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
-    attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, qh, qo.rs, q0, T);
-    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB, kh, ko.rs, 0, T);
-    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, vh, vo.rs, 0, T);
+    attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);
+    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB, p.kh, ko.rs, 0, T);
+    attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, p.vh, vo.rs, 0, T);
     tc_cp_commit();
-    if (LB) attn_load_bias(lbuf, lb, 0, T);
+    if (LB) attn_load_bias(lbuf, p.lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[MT][NF][4];
@@ -91,7 +87,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk)
-            tc_load_a<L::LDH>(qa[i][kk], bufA, warp * RW + 16 * i, kk * 16, lane);
+            tc_load_a<L::LDH>(qa[i][kk], bufA, p.warp * RW + 16 * i, kk * 16, p.lane);
     __syncthreads(); /* region A is free: the second K/V buffer from now on */
 
     for (int kt = 0; kt <= last_kt; ++kt) {
@@ -101,10 +97,10 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
          * end of the previous step */
         if (kt < last_kt) {
             sg_bf16 *nb = cur ? bufB : bufA;
-            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb, kh, ko.rs, k0 + ATTN_BK, T);
-            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, vh, vo.rs, k0 + ATTN_BK, T);
+            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb, p.kh, ko.rs, k0 + ATTN_BK, T);
+            attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, p.vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
-            if (LB) attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            if (LB) attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
         } else {
             tc_cp_wait<0>();
@@ -129,7 +125,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 #pragma unroll
                 for (int kk = 0; kk < NF; ++kk) {
                     tc_reg kb[4];
-                    tc_load_bt<L::LDH>(kb, Ks, st * 16, kk * 16, lane);
+                    tc_load_bt<L::LDH>(kb, Ks, st * 16, kk * 16, p.lane);
 #pragma unroll
                     for (int i = 0; i < MT; ++i) {
                         tc_mma(s[i][2 * st], qa[i][kk], kb);
@@ -141,7 +137,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             /* Online softmax in base 2, per m-tile */
 #pragma unroll
             for (int i = 0; i < MT; ++i)
-                attn_fwd_online<LB>(s[i], m[i], l[i], o[i], lbs, g.scale_log2, k0, row[i], T, tq,
+                attn_fwd_online<LB>(s[i], m[i], l[i], o[i], lbs, g.scale_log2, k0, row[i], T, p.tq,
                                     k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T);
 
             /* O += P V, P as the A operand straight from the accumulators;
@@ -155,7 +151,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg vb[4];
-                    tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, lane);
+                    tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, p.lane);
 #pragma unroll
                     for (int i = 0; i < MT; ++i) {
                         if (k0 + st * 16 > wq0 + 16 * i + 15) continue;
@@ -171,7 +167,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     if (!active) return;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
-        attn_fwd_finish<DP>(o[i], m[i], l[i], out, lse, twin, g, row0, ho, bh, wq0 + 16 * i, row[i], lane);
+        attn_fwd_finish<DP>(o[i], m[i], l[i], out, lse, twin, g, p, wq0 + 16 * i, row[i]);
 }
 
 template <int DP, int MT, bool LB>

@@ -93,6 +93,25 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
         for (int r = 0; r < 2; ++r) mx[r] = fmaxf(mx[r], raw[r] * scale_log2);
 }
 
+/* Where a forward block works, as both kernels derive it: query tile qt
+ * (blockIdx.z counts from the last, the longest, so that it starts first),
+ * head h, sequence b, the thread's warp and lane (gq = lane / 4, tq =
+ * lane % 4), the offsets of the (b,h) rows (row0: the sequence's first row,
+ * bh: the (b,h) slice of lse and the log-bias, ho: the head's columns), the
+ * (b,h) slices of Q, K and V, and the log-bias row (null without one). */
+struct FwdPlace {
+    int qt, h, b, q0, warp, lane, gq, tq;
+    long row0, bh, ho;
+    const sg_bf16 *qh, *kh, *vh;
+    const float *lb;
+    __device__ __forceinline__ FwdPlace(const AttnGeom &g, const AttnOp &qo, const AttnOp &ko, const AttnOp &vo,
+                                        const float *logbias)
+        : qt(gridDim.z - 1 - blockIdx.z), h(blockIdx.x), b(blockIdx.y), q0(qt * FWD_MMA_BQ),
+          warp(threadIdx.x >> 5), lane(threadIdx.x & 31), gq(lane >> 2), tq(lane & 3), row0((long)b * g.T),
+          bh((long)b * g.H + h), ho((long)h * g.d), qh(qo.at(b, h)), kh(ko.at(b, h)), vh(vo.at(b, h)),
+          lb(logbias ? logbias + bh * g.T : nullptr) {}
+};
+
 /* One key tile's online-softmax step for one 16-row m-tile (base 2), on
  * its logits s (attn_fwd_logits's layout) and running m, l, O: s becomes
  * P = exp2(x - m_new), l = l alpha + rowsum(P) (each lane over its own
@@ -150,8 +169,9 @@ static __device__ __forceinline__ void attn_fwd_online(float (&s)[NN][4], float 
 template <int DP>
 static __device__ __forceinline__ void attn_fwd_finish(float (&o)[DP / 8][4], const float (&m)[2], float (&l)[2],
                                                        float *out, float *lse, sg_bf16 *twin, const AttnGeom &g,
-                                                       long row0, long ho, long bh, int first, const int (&row)[2],
-                                                       int lane) {
+                                                       const FwdPlace &p, int first, const int (&row)[2]) {
+    const long row0 = p.row0, ho = p.ho, bh = p.bh;
+    const int lane = p.lane;
 #pragma unroll
     for (int r = 0; r < 2; ++r) { /* a + b == b + a: the four lanes agree bitwise */
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);

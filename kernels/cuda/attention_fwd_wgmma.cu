@@ -50,31 +50,27 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     sg_bf16 *const bufA = reinterpret_cast<sg_bf16 *>(attn_smem + L::A);
     float *const lbuf = reinterpret_cast<float *>(attn_smem + L::LB);
 
-    const int qt = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, b = blockIdx.y;
-    const int q0 = qt * FWD_MMA_BQ, T = g.T;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-    const long row0 = (long)b * T, bh = (long)b * g.H + h, ho = (long)h * g.d;
-    const sg_bf16 *qh = qo.at(b, h), *kh = ko.at(b, h), *vh = vo.at(b, h);
-    const float *lb = LB ? logbias + bh * T : nullptr;
-    const int wq0 = q0 + 16 * warp;                          /* the warp's 16 queries */
-    const int gq0 = q0 + 64 * (warp >> 2), glast = gq0 + 63; /* its warpgroup's 64 */
-    const bool gactive = gq0 < T;                            /* warpgroup-uniform */
-    const int row[2] = {wq0 + gq, wq0 + gq + 8};
-    const int last_kt = ((q0 + FWD_MMA_BQ < T ? q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
+    const FwdPlace p(g, qo, ko, vo, LB ? logbias : nullptr);
+    const int T = g.T;
+    const int wq0 = p.q0 + 16 * p.warp;                          /* the warp's 16 queries */
+    const int gq0 = p.q0 + 64 * (p.warp >> 2), glast = gq0 + 63; /* its warpgroup's 64 */
+    const bool gactive = gq0 < T;                                /* warpgroup-uniform */
+    const int row[2] = {wq0 + p.gq, wq0 + p.gq + 8};
+    const int last_kt = ((p.q0 + FWD_MMA_BQ < T ? p.q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
 
-    const float c0 = g.phantom ? (sink ? sink[h] : 0.f) * ATTN_LOG2E : -INFINITY;
+    const float c0 = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
     float m[2] = {c0, c0}, l[2];
-    l[0] = l[1] = g.phantom && tq == 0 ? 1.f : 0.f;
+    l[0] = l[1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
     float o[DP / 8][4];
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
-    attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, qh, qo.rs, q0, T);
-    attn_cp_rows_core<ATTN_BK, DP, NT>(bufB, kh, ko.rs, 0, T);
-    attn_cp_rows_core<ATTN_BK, DP, NT>(bufB + ATTN_BK * DP, vh, vo.rs, 0, T);
+    attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);
+    attn_cp_rows_core<ATTN_BK, DP, NT>(bufB, p.kh, ko.rs, 0, T);
+    attn_cp_rows_core<ATTN_BK, DP, NT>(bufB + ATTN_BK * DP, p.vh, vo.rs, 0, T);
     tc_cp_commit();
-    if (LB) attn_load_bias(lbuf, lb, 0, T);
+    if (LB) attn_load_bias(lbuf, p.lb, 0, T);
     uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
     if (threadIdx.x == 0) *zword = 0u;
     tc_cp_wait<0>();
@@ -82,7 +78,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     __syncthreads();
     tc_reg qa[NF][4];
 #pragma unroll
-    for (int kk = 0; kk < NF; ++kk) tc_load_a<L::LDH>(qa[kk], bufA, 16 * warp, kk * 16, lane);
+    for (int kk = 0; kk < NF; ++kk) tc_load_a<L::LDH>(qa[kk], bufA, 16 * p.warp, kk * 16, p.lane);
     __syncthreads(); /* region A is free: the second K/V buffer from now on */
     const uint32_t sa = (uint32_t)__cvta_generic_to_shared(bufA), sb = (uint32_t)__cvta_generic_to_shared(bufB);
 
@@ -92,10 +88,10 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
          * the mma kernel) */
         if (kt < last_kt) {
             sg_bf16 *nb = cur ? bufB : bufA;
-            attn_cp_rows_core<ATTN_BK, DP, NT>(nb, kh, ko.rs, k0 + ATTN_BK, T);
-            attn_cp_rows_core<ATTN_BK, DP, NT>(nb + ATTN_BK * DP, vh, vo.rs, k0 + ATTN_BK, T);
+            attn_cp_rows_core<ATTN_BK, DP, NT>(nb, p.kh, ko.rs, k0 + ATTN_BK, T);
+            attn_cp_rows_core<ATTN_BK, DP, NT>(nb + ATTN_BK * DP, p.vh, vo.rs, k0 + ATTN_BK, T);
             tc_cp_commit();
-            if (LB) attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            if (LB) attn_load_bias(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -120,7 +116,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
             wg_commit();
             wg_wait<0>();
             wg_pin<8 * NS>(&s[0][0]);
-            attn_fwd_online<LB>(s, m, l, o, lbs, g.scale_log2, k0, row, T, tq,
+            attn_fwd_online<LB>(s, m, l, o, lbs, g.scale_log2, k0, row, T, p.tq,
                                 k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T);
             /* O += P V, P as the A operand straight from the accumulators */
             tc_reg pa[NS][4];
@@ -138,7 +134,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
         if (kt < last_kt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
     }
     if (wq0 >= T) return;
-    attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, row0, ho, bh, wq0, row, lane);
+    attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, p, wq0, row);
 }
 
 template <int DP, bool LB>
