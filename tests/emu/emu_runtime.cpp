@@ -274,11 +274,14 @@ void launch_impl(dim3 grid, dim3 block, size_t smem, std::function<void()> f) {
         wg_bars.assign(nt % 128 ? 0 : nt / 128, Barrier());
         for (auto &w : wg_bars) w.size = 128;
         xchg.assign(nt / 32, {});
+        wg_in_flight = 0;
+        ++wg_block_serial;
         runnable.clear();
         for (unsigned i = 0; i < nt; i++) start(i);
         while (!runnable.empty()) run(th[runnable[rng() % runnable.size()]]);
         for (const Thread &t : th)
             if (!t.done) fail("deadlock: threads wait at a barrier that not all of them reach");
+        if (wg_in_flight) fail("a block ended with warpgroup products never waited for (wg_wait)");
         for (size_t b = smem; b < std::min(DYN_BYTES, smem + 4096); b++)
             if (dyn_area[b] != 0xff) fail("shared memory written past the launched size");
     }

@@ -60,10 +60,6 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-struct alignas(16) uint4 {
-    unsigned x, y, z, w;
-};
-inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 
 namespace emu {
 struct Thread {
@@ -87,6 +83,10 @@ extern std::vector<Barrier> warp_bars;
 extern std::vector<Barrier> wg_bars; /* per warpgroup of 128 threads; none unless the block is whole warpgroups */
 extern std::vector<std::array<uint64_t, 32>> xchg; /* per warp: the shuffle slots */
 extern unsigned char *smem_lo, *smem_hi;           /* the launched dynamic shared memory */
+/* warpgroup products issued and not yet waited for, in the running block
+ * (wgmma_ptx.h): a block must end with none */
+inline long wg_in_flight = 0;
+inline long wg_block_serial = 0; /* counts the blocks run, so that per-thread product state starts afresh in each */
 
 /* Arrive at b and give the scheduler the choice of who runs next: one of
  * the runnable threads at random (this one among them once b opened). */
