@@ -69,12 +69,31 @@ def sass(obj, env):
     return r.stdout
 
 
+def written(ins):
+    """The registers an instruction writes: its first operand, and the ones
+    after it for a load of several (LDSM .x2/.x4, LDS/LDG .64/.128)."""
+    m = re.match(r"(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_.]*)\s+R(\d+)", ins)
+    if not m:
+        return []
+    op, r = m.group(1), int(m.group(2))
+    n = 1
+    if op.startswith("LDSM"):
+        n = int(op.rsplit(".", 1)[1]) if op.rsplit(".", 1)[1] in ("1", "2", "4") else 1
+    elif op.startswith(("LDS", "LDG", "LD.")) or op == "LD":
+        n = 4 if ".128" in op else 2 if ".64" in op else 1
+    return [f"R{r + k}" for k in range(n)]
+
+
 def stale_a(text):
     """{kernel: [HGMMA lines]} for every register-A warpgroup product
-    (HGMMA R<d>, R<a>, ...) inside a loop whose four A registers are not
-    all written in that loop before it, in address order from the loop's
-    head: a loop-invariant A operand, which ptxas 13.0 was seen to hand to
-    other values after the product (kernels/cuda/wgmma_ptx.h, wg_fresh)."""
+    (HGMMA R<d>, R<a>, ...) inside a loop that reads A registers the loop
+    does not write before it (in address order from the loop's head),
+    unless they are the loop's carried operand: written in the loop, and
+    only after every product in it that reads them (the pipelined forward's
+    P, formed at the end of a pass for the next one's P V).  Flagged, then:
+    a loop-invariant A operand, which ptxas 13.0 was seen to hand to other
+    values after the product (kernels/cuda/wgmma_ptx.h, wg_fresh), and A
+    registers the loop writes between two products that read them."""
     out = {}
     for part in re.split(r"\n\s+Function : ", text)[1:]:
         name = part.split("\n", 1)[0].strip()
@@ -90,18 +109,26 @@ def stale_a(text):
                 loops.append((int(m.group(1), 16), a))
         bad = []
         for lo, hi in loops:
-            first = {}
+            writes, reads = {}, {}  # register: addresses in the loop
             for a, ins in code:
                 if lo <= a <= hi and not ins.startswith(("HGMMA", "ST")):
-                    m = re.match(r"(?:@!?U?P[T0-9]\s+)?[A-Z][A-Z0-9_.]*\s+(R\d+)", ins)
-                    if m:
-                        first.setdefault(m.group(1), a)
-            for a, ins in code:
+                    for x in written(ins):
+                        writes.setdefault(x, []).append(a)
                 m = re.match(r"HGMMA\S*\s+R\d+, R(\d+),", ins)
                 if m and lo <= a <= hi:
-                    regs = [f"R{int(m.group(1)) + k}" for k in range(4)]
-                    if not all(x in first and first[x] < a for x in regs):
+                    for k in range(4):
+                        reads.setdefault(f"R{int(m.group(1)) + k}", []).append(a)
+            for a, ins in code:
+                m = re.match(r"HGMMA\S*\s+R\d+, R(\d+),", ins)
+                if not m or not lo <= a <= hi:
+                    continue
+                for x in (f"R{int(m.group(1)) + k}" for k in range(4)):
+                    w = writes.get(x, [])
+                    fresh = any(b < a for b in w)
+                    carried = w and min(w) > max(reads[x])
+                    if not fresh and not carried:
                         bad.append(f"{a:04x}: {ins}")
+                        break
         if bad:
             out[name] = bad
     return out
@@ -122,6 +149,19 @@ def mix(text):
     return kernels
 
 
+def report(text, a, stale):
+    """Prints the mix of a listing's kernels that a.filter selects and,
+    under --fresh-a, their stale A operands (appended to stale)."""
+    for k, c in sorted(mix(text).items()):
+        if a.filter in k:
+            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES))
+    if a.fresh_a:
+        for k, lines in sorted(stale_a(text).items()):
+            if a.filter in k:
+                stale.append(k)
+                print(f"stale A operand in {k}: " + "; ".join(lines[:3]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", default="90", help="compute capability, e.g. 80, 90, 120 (default 90)")
@@ -129,8 +169,23 @@ def main():
     ap.add_argument("--fresh-a", action="store_true",
                     help="also fail (exit 1) where a register-A warpgroup product in a loop reads A registers "
                          "not written in the loop before it (wgmma_ptx.h, wg_fresh)")
+    ap.add_argument("--no-serial", action="store_true",
+                    help="also fail (exit 1) where ptxas serialises a kernel's warpgroup products (its C75xx "
+                         "\"wgmma.mma_async instructions are serialized\": no product then overlaps anything)")
+    ap.add_argument("--sass", action="store_true",
+                    help="the files are SASS listings (cuobjdump -sass), not .cu files to compile")
     ap.add_argument("files", nargs="+", help=".cu files (kernels/cuda/...)")
     a = ap.parse_args()
+    if a.sass:
+        stale = []
+        for f in a.files:
+            try:
+                with open(f) as fh:
+                    text = fh.read()
+            except OSError as e:
+                fail(f"{f}: {e.strerror}")
+            report(text, a, stale)
+        sys.exit(1 if stale else 0)
     if not re.fullmatch(r"[0-9]{2,3}a?", a.arch):
         fail(f"--arch {a.arch!r}: expected a compute capability such as 80, 90 or 120")
     for f in a.files:
@@ -146,19 +201,17 @@ def main():
         for f in a.files:
             obj = os.path.join(tmp, os.path.basename(f) + ".o")
             r = subprocess.run(["nvcc", "-std=c++17", "-O3", *inc, "-gencode",
-                                f"arch=compute_{a.arch},code=sm_{a.arch}", "-c", f, "-o", obj],
+                                f"arch=compute_{a.arch},code=sm_{a.arch}", "-Xptxas", "-v", "-c", f, "-o", obj],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 fail(f"nvcc {f} failed:\n{r.stderr.strip()}")
-            text = sass(obj, env)
-            for k, c in sorted(mix(text).items()):
-                if a.filter in k:
-                    print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES))
-            if a.fresh_a:
-                for k, lines in sorted(stale_a(text).items()):
-                    if a.filter in k:
-                        stale.append(k)
-                        print(f"stale A operand in {k}: " + "; ".join(lines[:3]))
+            if a.no_serial:
+                for line in (r.stdout + r.stderr).splitlines():
+                    m = re.search(r"\((C75\d\d)\).*wgmma.mma_async instructions are serialized(.*?) in the function '(\S+)'", line)
+                    if m and a.filter in m.group(3):
+                        stale.append(m.group(3))
+                        print(f"serialised products in {m.group(3)}: {m.group(1)}{m.group(2)}")
+            report(sass(obj, env), a, stale)
 
 
     if stale:
