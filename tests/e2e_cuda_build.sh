@@ -121,17 +121,61 @@ else
     check '[ -z "$slow" ]' "every attention tile kernel has fewer than one FSETP per two MUFU:"$'\n'"$slow"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
-    # stubs), d / 16 + 4 of them in a forward and 16 in a dK/dV kernel, the
-    # same rule for their exponentials, and no register-A product in a loop
-    # reads A registers the loop did not write before it (--fresh-a: ptxas
-    # handed such registers to other values, wgmma_ptx.h's wg_fresh)
-    wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma_kernel --fresh-a kernels/cuda/attention_fwd_wgmma.cu \
-         kernels/cuda/attention_bwd_mma.cu 2>&1); rc=$?
-    check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 4 ]' \
-        "sass_mix.py --arch 90a --fresh-a lists the 4 warpgroup forwards and 4 dK/dV kernels, no stale A operand (exit $rc):"$'\n'"$wg"
-    bad=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); want = $1 ~ /ILi64E/ ? 8 : 12; if ($1 ~ /dkdv/) want = 16;
+    # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the
+    # pipelined one (SG_ATTN_WGMMA=2: its first pass, its loop, its last
+    # P V) and 16 in a dK/dV kernel, the same rule for their exponentials;
+    # no register-A product in a loop reads A registers the loop did not
+    # write before it, but for a carried operand (--fresh-a: ptxas handed
+    # such registers to other values, wgmma_ptx.h's wg_fresh); and ptxas
+    # serialises none of their products (--no-serial: the pipelined
+    # forward's overlap would be gone)
+    wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma --fresh-a --no-serial \
+         kernels/cuda/attention_fwd_wgmma.cu kernels/cuda/attention_bwd_mma.cu 2>&1); rc=$?
+    check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_pipe_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 8 ]' \
+        "sass_mix.py --arch 90a --fresh-a --no-serial lists the 4 warpgroup forwards, 4 pipelined ones and 8 dK/dV kernels (4 pipelined), no stale A operand, nothing serialised (exit $rc):"$'\n'"$wg"
+    bad=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); d64 = $1 ~ /ILi64E/;
+               want = $1 ~ /pipe/ ? (d64 ? 16 : 24) : $1 ~ /dkdv/ ? 16 : (d64 ? 8 : 12);
                if (v["HGMMA"] != want || v["HMMA"] != 0 || !(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$wg")
     check '[ -z "$bad" ]' "every warpgroup kernel has its HGMMA products, no HMMA, and fewer than one FSETP per two MUFU:"$'\n'"$bad"
+    # the stale-A rule itself, on three listings in cuobjdump's form: run 5's
+    # fault (Q loaded before the loop into R88, whose registers the loop
+    # then gives to P), a loop-invariant A operand, and the pipelined
+    # forward's carried P (written after the P V that reads it, for the
+    # next pass), which alone passes
+    S=$(mktemp -d)
+    listing() { # name, then "address instruction" lines
+        local name=$1
+        shift
+        printf '\n\tFunction : %s\n' "$name"
+        for l in "$@"; do printf '        /*%s*/                   %s ;\n' "${l%% *}" "${l#* }"; done
+    }
+    listing fwd_bug "0010 LDSM.16.M88.4 R88, [R3]" "0020 WARPGROUP.ARRIVE" \
+        "0030 HGMMA.64x64x16.F32.BF16 R24, R88, gdesc[UR4], RZ" "0040 F2FP.BF16.F32.PACK_AB R88, R25, R24" \
+        "0050 F2FP.BF16.F32.PACK_AB R89, R27, R26" "0060 F2FP.BF16.F32.PACK_AB R90, R29, R28" \
+        "0070 F2FP.BF16.F32.PACK_AB R91, R31, R30" "0080 HGMMA.64x64x16.F32.BF16 R56, R88, gdesc[UR8].tnspB, R56" \
+        "0090 @P0 BRA 0x20" >"$S/bug.sass"
+    listing fwd_invariant "0010 LDSM.16.M88.4 R40, [R3]" "0020 WARPGROUP.ARRIVE" \
+        "0030 HGMMA.64x64x16.F32.BF16 R24, R40, gdesc[UR4], RZ" "0040 @P0 BRA 0x20" >"$S/invariant.sass"
+    listing fwd_carried "0020 LDSM.16.M88.4 R40, [R3]" "0030 WARPGROUP.ARRIVE" \
+        "0040 HGMMA.64x64x16.F32.BF16 R24, R40, gdesc[UR4], RZ" "0050 HGMMA.64x64x16.F32.BF16 R56, R88, gdesc[UR8].tnspB, R56" \
+        "0060 F2FP.BF16.F32.PACK_AB R88, R25, R24" "0070 F2FP.BF16.F32.PACK_AB R89, R27, R26" \
+        "0080 F2FP.BF16.F32.PACK_AB R90, R29, R28" "0090 F2FP.BF16.F32.PACK_AB R91, R31, R30" \
+        "00a0 @P0 BRA 0x20" >"$S/carried.sass"
+    for f in bug invariant carried; do
+        out=$(python3 tests/gpu/sass_mix.py --sass --fresh-a "$S/$f.sass" 2>&1); rc=$?
+        if [ $f = carried ]; then
+            check '[ $rc -eq 0 ] && ! grep -q stale <<<"$out"' "sass_mix.py --fresh-a passes a carried A operand (exit $rc): $out"
+        else
+            check '[ $rc -eq 1 ] && grep -q "stale A operand in fwd_$f: 0030: HGMMA" <<<"$out"' \
+                "sass_mix.py --fresh-a flags the $f listing at its first product (exit $rc): $out"
+        fi
+    done
+    rm -rf "$S"
+    # the serialisation check itself: a product issued in a branch that
+    # differs between threads (tests/gpu/wgmma_serial_fixture.cu)
+    ser=$(python3 tests/gpu/sass_mix.py --arch 90a --no-serial tests/gpu/wgmma_serial_fixture.cu 2>&1); rc=$?
+    check '[ $rc -eq 1 ] && grep -q "serialised products in _Z[0-9]*wgmma_serial_fixture_kernel.*: C75" <<<"$ser"' \
+        "sass_mix.py --no-serial fails on a kernel whose products ptxas serialises (exit $rc):"$'\n'"$ser"
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
     W=$(mktemp -d)

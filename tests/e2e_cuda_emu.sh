@@ -134,6 +134,11 @@ for t in attention ops; do
     bg g++ "$W/test/$t.o" "${CXXF[@]}" -I"$ROOT/kernels" -I"$ROOT/src" -I"$ROOT/tests" "$E/${t}_emu_test.cpp"
 done
 bg gcc "$W/obj/check.o" -std=c11 -O2 -I"$ROOT/tests" "$ROOT/tests/check.c"
+# what the emulated warpgroup products make of code that breaks their
+# asynchrony (tests/emu/wgmma_async_probe.cu)
+python3 "$E/cu2cpp.py" "$E/wgmma_async_probe.cu" "$W/gen/wgmma_async_probe.cpp" 2>>"$W/failed.log" ||
+    echo "cu2cpp failed on wgmma_async_probe.cu" >>"$W/failed.log"
+bg g++ "$W/test/wgmma_async_probe.o" "${CXXF[@]}" "${INC[@]}" "$W/gen/wgmma_async_probe.cpp"
 if [ "$SAN" = 1 ]; then # the canary: a kernel that reads past its buffer (tests/emu/asan_probe.cu)
     python3 "$E/cu2cpp.py" "$E/asan_probe.cu" "$W/gen/asan_probe.cpp" 2>>"$W/failed.log" ||
         echo "cu2cpp failed on asan_probe.cu" >>"$W/failed.log"
@@ -170,6 +175,10 @@ done
 out=$(g++ "${LINKF[@]}" -o "$W/ops_emu_test" "$W/test/ops.o" "$W/obj/"*.o "$W/ops/"*.o "$B/libsg.a" $LDLIBS 2>&1)
 rc=$?
 check '[ $rc -eq 0 ]' "ops_emu_test links"$'\n'"$out"
+# shellcheck disable=SC2086
+out=$(g++ "${LINKF[@]}" -o "$W/wgmma_async_probe" "$W/test/wgmma_async_probe.o" "$W/obj/"*.o "$B/libsg.a" $LDLIBS 2>&1)
+rc=$?
+check '[ $rc -eq 0 ]' "wgmma_async_probe links"$'\n'"$out"
 if [ "$SAN" = 1 ]; then
     # shellcheck disable=SC2086
     out=$(g++ "${LINKF[@]}" -o "$W/asan_probe" "$W/test/asan_probe.o" "$W/obj/"*.o "$B/libsg.a" $LDLIBS 2>&1)
@@ -317,15 +326,20 @@ rc=$?
 check '[ $rc -eq 2 ] && grep -q "store: SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\"" <<<"$out"' \
     "SG_ATTN_DQ=store: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
 
-# SG_ATTN_WGMMA=1: the battery under it (the forward and the dK/dV kernel on
-# the emulated warpgroup products); anything but 0 or 1 stops the op
-out=$(SG_ATTN=mma SG_ATTN_WGMMA=1 "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
-check 'grep -q "tiles=mma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
-    "SG_ATTN_WGMMA=1 under SG_ATTN=mma:"$'\n'"$out"
-out=$(SG_ATTN=mma SG_ATTN_WGMMA=yes "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
-rc=$?
-check '[ $rc -eq 2 ] && grep -q "yes: SG_ATTN_WGMMA must be 0 (the default) or 1" <<<"$out"' \
-    "SG_ATTN_WGMMA=yes: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+# SG_ATTN_WGMMA=1 and 2: the battery under each (the forward and the dK/dV
+# kernel on the emulated warpgroup products; 2: the pipelined forward);
+# anything but 0, 1 or 2 stops the op
+for m in 1 2; do
+    out=$(SG_ATTN=mma SG_ATTN_WGMMA=$m "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+    check 'grep -q "tiles=mma" <<<"$out" && grep -qE " 0 failed$" <<<"$out"' \
+        "SG_ATTN_WGMMA=$m under SG_ATTN=mma:"$'\n'"$out"
+done
+for v in yes 3; do
+    out=$(SG_ATTN=mma SG_ATTN_WGMMA=$v "$W/attention_emu_test_bf16" --as-set 1 /dev/null "$one" 2>&1)
+    rc=$?
+    check '[ $rc -eq 2 ] && grep -q "$v: SG_ATTN_WGMMA must be 0 (the default), 1 (.*) or 2 (.*)" <<<"$out"' \
+        "SG_ATTN_WGMMA=$v: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+done
 # SG_WGMMA_SWAP reaches the warpgroup kernels' descriptors: with the K-major
 # or the MN-major reading swapped, the emulated products (which decode the
 # readings the kernels assume) read the wrong elements, or past the shared
@@ -339,6 +353,35 @@ out=$(SG_ATTN=mma SG_WGMMA_SWAP=4 "$W/attention_emu_test_bf16" --as-set 1 /dev/n
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "4: SG_WGMMA_SWAP must be 0 to 3" <<<"$out"' \
     "SG_WGMMA_SWAP=4: a clear error and exit 2 as the program loads (exit $rc):"$'\n'"$out"
+
+# The emulated warpgroup products are as asynchronous as the device's: a
+# product lands at its wait, reading shared memory as it is then, and
+# code that reads its accumulators early, writes its A registers before the
+# wait, never waits or forgets the fence is caught (wgmma_async_probe.cu)
+probe() { # mode, expected output line or error
+    out=$("$W/wgmma_async_probe" "$1" 2>&1)
+    rc=$?
+}
+probe ok
+check '[ $rc -eq 0 ] && grep -qx "probe ok: 16 16 0" <<<"$out"' "wgmma_async_probe ok: D = 16 (exit $rc): $out"
+probe early
+check '[ $rc -eq 0 ] && grep -qx "probe early: nan 16 0" <<<"$out"' \
+    "wgmma_async_probe early: an accumulator read before the wait is NaN (exit $rc): $out"
+probe smem
+check '[ $rc -eq 0 ] && grep -qx "probe smem: 32 32 0" <<<"$out"' \
+    "wgmma_async_probe smem: B rewritten before the wait is what the product reads (exit $rc): $out"
+probe pipe
+check '[ $rc -eq 0 ] && grep -qx "probe pipe: 16 nan 16" <<<"$out"' \
+    "wgmma_async_probe pipe: wg_wait<1> lands the older group alone (exit $rc): $out"
+probe areg
+check '[ $rc -ne 0 ] && grep -q "emu wgmma: an A fragment.s registers changed before the wait" <<<"$out"' \
+    "wgmma_async_probe areg: A registers written before the wait stop the kernel (exit $rc): $out"
+probe nowait
+check '[ $rc -ne 0 ] && grep -q "a block ended with warpgroup products never waited for" <<<"$out"' \
+    "wgmma_async_probe nowait: a block ending with products in flight stops (exit $rc): $out"
+probe nofence
+check '[ $rc -ne 0 ] && grep -q "emu wgmma: a product issued with no wg_fence since the last wait" <<<"$out"' \
+    "wgmma_async_probe nofence: a product with no fence before it stops (exit $rc): $out"
 
 # the sanitizers see a kernel's reads on the emulator's thread stacks: the
 # canary's read 30 floats past its buffer, after two barriers, is stopped

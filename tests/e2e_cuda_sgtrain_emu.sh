@@ -191,6 +191,8 @@ for cfg in "d16:$D16" "d64:$D64"; do
         done
         job emu-$name-$arm-wgmma env SG_ATTN=mma SG_ATTN_WGMMA=1 SG_MATMUL_STATS=1 "$EMU" "${G[@]}" \
             -o "$W/emu-$name-$arm-wgmma.st"
+        [ $name = d64 ] && job emu-$name-$arm-wgmma2 env SG_ATTN=mma SG_ATTN_WGMMA=2 SG_MATMUL_STATS=1 "$EMU" "${G[@]}" \
+            -o "$W/emu-$name-$arm-wgmma2.st"
         job nokeep-$name-$arm env SG_MATMUL_KEEP=0 "$EMU" "${G[@]}" -o "$W/nokeep-$name-$arm.st"
         job dqs-$name-$arm env SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" "${G[@]}" -o "$W/dqs-$name-$arm.st"
     done
@@ -258,13 +260,17 @@ graphs_pid=$!
 # every arm's forward and backward against the CPU's (wgmma: the mma tiles
 # with the forward and dK/dV kernel on the warpgroup products, which the
 # emulated device, an sm_90, runs at d 64: 2 forwards and 2 dK/dV kernels,
-# and at d 16 none)
+# and at d 16 none; wgmma2: the same with the pipelined forward, d 64)
 for cfg in d16 d64; do
     for arm in $ARMS; do
-        n=$(sed -nE 's/^sg attention: ([0-9]+) kernels ran on the warpgroup products.*/\1/p' "$W/emu-$cfg-$arm-wgmma.log")
-        check '[ "${n:-0}" = "$([ $cfg = d64 ] && echo 4 || echo 0)" ]' \
-            "$cfg $arm SG_ATTN_WGMMA=1: ${n:-no} kernels on the warpgroup products"$'\n'"$(cat "$W/emu-$cfg-$arm-wgmma.log")"
-        for tiles in wmma mma cudnn wgmma; do
+        for wg in wgmma $([ $cfg = d64 ] && echo wgmma2); do
+            m=$([ $wg = wgmma2 ] && echo 2 || echo 1)
+            n=$(sed -nE "s/^sg attention: ([0-9]+) kernels ran on the warpgroup products \(SG_ATTN_WGMMA=$m\)$/\1/p" \
+                "$W/emu-$cfg-$arm-$wg.log")
+            check '[ "${n:-0}" = "$([ $cfg = d64 ] && echo 4 || echo 0)" ]' \
+                "$cfg $arm SG_ATTN_WGMMA=$m: ${n:-no} kernels on the warpgroup products"$'\n'"$(cat "$W/emu-$cfg-$arm-$wg.log")"
+        done
+        for tiles in wmma mma cudnn wgmma $([ $cfg = d64 ] && echo wgmma2); do
             out=$(python3 tests/gpu/compare_grads.py "$W/cpu-$cfg-$arm.st" "$W/emu-$cfg-$arm-$tiles.st" \
                 "$cfg $arm $tiles" 2>&1)
             check 'grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"' \
@@ -673,7 +679,7 @@ check '[ $rc -eq 0 ] && cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-mma.st"
 bad_env SG_ATTN fast
 bad_env SG_ATTN_DQ store
 bad_env SG_ATTN_WARP_ROWS 24
-bad_env SG_ATTN_WGMMA yes 2
+bad_env SG_ATTN_WGMMA yes 3
 bad_env SG_WGMMA_SWAP 4 x
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit

@@ -116,12 +116,14 @@ static __device__ __forceinline__ void attn_two_products(float (&u)[2][4], float
  * (LB) colsum gathers the lane's part of dS's column sums.  MASK: P = 0
  * where i < j or i >= T.  The exponent is s scale + lb - L, or without a
  * log-bias the one fma s scale - L (the dq kernel's form, so that both
- * kernels recompute P alike). */
+ * kernels recompute P alike).  In two steps, which the pipelined warpgroup
+ * kernel takes apart (it forms P while dP^T is still being multiplied):
+ * attn_dkdv_p makes st P^T, then attn_dkdv_ds dpt dS^T from it;
+ * attn_dkdv_probs does both. */
 template <bool MASK, bool LB>
-static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float (&dpt)[2][4], float (&colsum)[2],
-                                                       const float *Ls, const float *Ds, const float (&lbj)[2],
-                                                       float scale_log2, int m0, int q0, const int (&key)[2], int T,
-                                                       int tq) {
+static __device__ __forceinline__ void attn_dkdv_p(float (&st)[2][4], const float *Ls, const float (&lbj)[2],
+                                                   float scale_log2, int m0, int q0, const int (&key)[2], int T,
+                                                   int tq) {
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -129,12 +131,30 @@ static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float 
             const int ic = m0 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
             const float x =
                 LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic] : fmaf(st[n][e], scale_log2, -Ls[ic]);
-            const float p = !MASK || (key[e >> 1] <= i && i < T) ? tc_ex2(x) : 0.f;
-            const float ds = p * (dpt[n][e] - Ds[ic]);
-            st[n][e] = p;
+            st[n][e] = !MASK || (key[e >> 1] <= i && i < T) ? tc_ex2(x) : 0.f;
+        }
+}
+template <bool LB>
+static __device__ __forceinline__ void attn_dkdv_ds(const float (&st)[2][4], float (&dpt)[2][4], float (&colsum)[2],
+                                                    const float *Ds, int m0, int tq) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int ic = m0 + 8 * n + 2 * tq + (e & 1);
+            const float ds = st[n][e] * (dpt[n][e] - Ds[ic]);
             dpt[n][e] = ds;
             if (LB) colsum[e >> 1] += ds;
         }
+}
+
+template <bool MASK, bool LB>
+static __device__ __forceinline__ void attn_dkdv_probs(float (&st)[2][4], float (&dpt)[2][4], float (&colsum)[2],
+                                                       const float *Ls, const float *Ds, const float (&lbj)[2],
+                                                       float scale_log2, int m0, int q0, const int (&key)[2], int T,
+                                                       int tq) {
+    attn_dkdv_p<MASK, LB>(st, Ls, lbj, scale_log2, m0, q0, key, T, tq);
+    attn_dkdv_ds<LB>(st, dpt, colsum, Ds, m0, tq);
 }
 
 /* dq's strip of keys c0 .. c0+15 of the tile at k0: dp (dP) becomes
@@ -459,7 +479,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
  * The Q and dO tiles sit in the core-matrix layout (attn_cp_rows_core);
  * K and V keep the padded rows ldmatrix reads.  At head dim 128 the
  * accumulators would not fit in the registers: the mma kernel runs there. */
-template <int DP, bool LB, int GK>
+template <int DP, bool LB, int GK, bool PIPE>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_wgmma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                                const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
@@ -527,43 +547,92 @@ static __global__ void __launch_bounds__(ATTN_NT)
         const uint32_t zero = wg_zero(zword);
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk) wg_fresh(kf[kk], ka[kk], zero), wg_fresh(vf[kk], va[kk], zero);
+        wg_pin_a<NF>(kf);
+        wg_pin_a<NF>(vf);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk)
             wg_rs_n64<0>(&st[0][0][0], kf[kk], wg_desc_core(qs + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
+        if (PIPE) wg_commit(); /* S^T alone, so that P is formed while dP^T is multiplied */
 #pragma unroll
         for (int kk = 0; kk < NF; ++kk)
             wg_rs_n64<0>(&dpt[0][0][0], vf[kk], wg_desc_core(os + 2 * CORE * kk, CORE, GROUP, 0, g.wgswap), kk);
         wg_commit();
-        wg_wait<0>();
-        wg_pin<8 * NS>(&st[0][0][0]);
-        wg_pin<8 * NS>(&dpt[0][0][0]);
         /* on the diagonal tile, the last one (rows past T), or with keys past T */
         const bool mask = qt == p.kt || q0 + ATTN_BQ > T || p.k0 + ATTN_BK > T;
         tc_reg pa[NS][4], dsa[NS][4];
+        auto dv_chain = [&] {
 #pragma unroll
-        for (int m = 0; m < NS; ++m) {
-            if (mask)
-                attn_dkdv_probs<true, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T,
-                                          p.tq);
-            else
-                attn_dkdv_probs<false, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T,
-                                           p.tq);
-            tc_acc_to_a(pa[m], st[m]);
-            tc_acc_to_a(dsa[m], dpt[m]);
-            if (dst) attn_st_ds(dst, dsa[m], p.warp * 16, m * 16, p.lane);
+            for (int m = 0; m < NS; ++m)
+                wg_rs<DP, 1>(&dva[0][0], pa[m], wg_desc_core(os + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
+        };
+        auto dk_chain = [&] {
+#pragma unroll
+            for (int m = 0; m < NS; ++m)
+                wg_rs<DP, 1>(&dka[0][0], dsa[m], wg_desc_core(qs + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
+        };
+        if constexpr (PIPE) {
+            /* SG_ATTN_WGMMA=2: P^T while dP^T runs, then dV += P^T dO issued
+             * and dS^T formed while it runs, then dK += dS^T Q: the same
+             * sums in the same order as below, each product overlapped
+             * with the CUDA-core work that does not need it */
+            wg_wait<1>();
+            wg_pin<8 * NS>(&st[0][0][0]);
+            wg_pin_a<NF>(kf);
+#pragma unroll
+            for (int m = 0; m < NS; ++m) {
+                if (mask)
+                    attn_dkdv_p<true, LB>(st[m], Ls, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
+                else
+                    attn_dkdv_p<false, LB>(st[m], Ls, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
+                tc_acc_to_a(pa[m], st[m]);
+            }
+            wg_pin<DP / 2>(&dva[0][0]);
+            wg_pin_a<NS>(pa);
+            wg_fence();
+            dv_chain();
+            wg_commit();
+            wg_wait<1>(); /* dP^T; dV runs on */
+            wg_pin<8 * NS>(&dpt[0][0][0]);
+            wg_pin_a<NF>(vf);
+#pragma unroll
+            for (int m = 0; m < NS; ++m) {
+                attn_dkdv_ds<LB>(st[m], dpt[m], colsum, Ds, m * 16, p.tq);
+                tc_acc_to_a(dsa[m], dpt[m]);
+                if (dst) attn_st_ds(dst, dsa[m], p.warp * 16, m * 16, p.lane);
+            }
+            wg_pin<DP / 2>(&dka[0][0]);
+            wg_pin_a<NS>(dsa);
+            wg_fence();
+            dk_chain();
+            wg_commit();
+            wg_wait<0>();
+            wg_pin_a<NS>(pa);
+            wg_pin_a<NS>(dsa);
+        } else {
+            wg_wait<0>();
+            wg_pin<8 * NS>(&st[0][0][0]);
+            wg_pin<8 * NS>(&dpt[0][0][0]);
+#pragma unroll
+            for (int m = 0; m < NS; ++m) {
+                if (mask)
+                    attn_dkdv_probs<true, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key,
+                                              T, p.tq);
+                else
+                    attn_dkdv_probs<false, LB>(st[m], dpt[m], colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key,
+                                               T, p.tq);
+                tc_acc_to_a(pa[m], st[m]);
+                tc_acc_to_a(dsa[m], dpt[m]);
+                if (dst) attn_st_ds(dst, dsa[m], p.warp * 16, m * 16, p.lane);
+            }
+            wg_pin<DP / 2>(&dva[0][0]);
+            wg_pin<DP / 2>(&dka[0][0]);
+            wg_fence();
+            dv_chain();
+            dk_chain();
+            wg_commit();
+            wg_wait<0>();
         }
-        wg_pin<DP / 2>(&dva[0][0]);
-        wg_pin<DP / 2>(&dka[0][0]);
-        wg_fence();
-#pragma unroll
-        for (int m = 0; m < NS; ++m)
-            wg_rs<DP, 1>(&dva[0][0], pa[m], wg_desc_core(os + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
-#pragma unroll
-        for (int m = 0; m < NS; ++m)
-            wg_rs<DP, 1>(&dka[0][0], dsa[m], wg_desc_core(qs + 2 * GROUP * m, GROUP, CORE, 1, g.wgswap), 1);
-        wg_commit();
-        wg_wait<0>();
         wg_pin<DP / 2>(&dva[0][0]);
         wg_pin<DP / 2>(&dka[0][0]);
         if (qt + 1 < p.ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
@@ -818,10 +887,15 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     bool wgmma = false;
     if constexpr (DP == 64)
         if (attn_wgmma_ok()) {
-            dkdv = lb                        ? attn_bwd_dkdv_wgmma_kernel<DP, true, 0>
-                   : !gate                   ? attn_bwd_dkdv_wgmma_kernel<DP, false, 0>
-                   : gate->kind == GATE_NORM ? attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_NORM>
-                                             : attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_PROJ>;
+            auto pick = [&](auto pipe) {
+                constexpr bool P = decltype(pipe)::value;
+                dkdv = lb                        ? attn_bwd_dkdv_wgmma_kernel<DP, true, 0, P>
+                       : !gate                   ? attn_bwd_dkdv_wgmma_kernel<DP, false, 0, P>
+                       : gate->kind == GATE_NORM ? attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_NORM, P>
+                                                 : attn_bwd_dkdv_wgmma_kernel<DP, false, GATE_PROJ, P>;
+            };
+            if (attn_wgmma_mode() == 2) pick(std::true_type{});
+            else pick(std::false_type{});
             wgmma = true;
         }
     attn_smem_attr(dkdv, smem);

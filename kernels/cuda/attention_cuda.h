@@ -428,9 +428,12 @@ static inline void attn_by_mtiles(F &&f) {
  * nothing). */
 int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const real *k, const real *v,
                  const AttnArgs *a, const AttnGeom &g);
-/* SG_ATTN_WGMMA=1 on an sm_90 GPU (attention_fwd.cu): the mma path's
- * forward runs on Hopper's warpgroup products (attention_fwd_wgmma.cu) */
+/* SG_ATTN_WGMMA=1 or 2 on an sm_90 GPU (attention_fwd.cu): the mma path's
+ * forward and dK/dV run on Hopper's warpgroup products
+ * (attention_fwd_wgmma.cu, attention_bwd_mma.cu); attn_wgmma_mode: that
+ * setting where it applies, else 0 (2: the pipelined kernels) */
 bool attn_wgmma_ok(void);
+int attn_wgmma_mode(void);
 void attn_wgmma_count(int n);
 /* The forward on the warpgroup products, if attn_wgmma_ok and the padded
  * head dim is 64 or 128 (else false, nothing launched); op: the operands

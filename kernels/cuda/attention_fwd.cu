@@ -227,13 +227,15 @@ static int attn_dq_env(void) {
 }
 #define ATTN_DQ_ERROR "SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\" (how the mma backward gets dQ)"
 
-/* 1 on, 0 off or unset, -1 anything else */
+/* 1 or 2 on, 0 off or unset, -1 anything else */
 static int attn_wgmma_env(void) {
     const char *e = getenv("SG_ATTN_WGMMA");
     if (!e || !*e || !strcmp(e, "0")) return 0;
-    return !strcmp(e, "1") ? 1 : -1;
+    return !strcmp(e, "1") ? 1 : !strcmp(e, "2") ? 2 : -1;
 }
-#define ATTN_WGMMA_ERROR "SG_ATTN_WGMMA must be 0 (the default) or 1 (the mma tiles' forward on Hopper's warpgroup products)"
+#define ATTN_WGMMA_ERROR                                                                                        \
+    "SG_ATTN_WGMMA must be 0 (the default), 1 (the mma tiles' forward and dK/dV on Hopper's warpgroup products) " \
+    "or 2 (the same, pipelined: their softmax work overlapping their products)"
 
 /* 0 .. 3, 0 unset, -1 anything else */
 static int attn_swap_env(void) {
@@ -277,9 +279,9 @@ int attn_wgmma_swap(void) {
     return r;
 }
 
-/* SG_ATTN_WGMMA=1 and a GPU of compute capability 9.0, the only one with
- * wgmma (kernels built for sm_90a); elsewhere the request is noted once and
- * the mma tiles run. */
+/* SG_ATTN_WGMMA=1 or 2 and a GPU of compute capability 9.0, the only one
+ * with wgmma (kernels built for sm_90a); elsewhere the request is noted once
+ * and the mma tiles run. */
 bool attn_wgmma_ok(void) {
     const int e = attn_wgmma_env();
     if (e < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_WGMMA", ATTN_WGMMA_ERROR);
@@ -292,11 +294,13 @@ bool attn_wgmma_ok(void) {
         CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
         hopper = major == 9 && minor == 0;
         if (!hopper)
-            fprintf(stderr, "sg attention: SG_ATTN_WGMMA=1 needs an sm_90 GPU (this is sm_%d%d); the mma tiles run\n",
-                    major, minor);
+            fprintf(stderr, "sg attention: SG_ATTN_WGMMA=%d needs an sm_90 GPU (this is sm_%d%d); the mma tiles run\n",
+                    e, major, minor);
     }
     return hopper == 1;
 }
+
+int attn_wgmma_mode(void) { return attn_wgmma_ok() ? attn_wgmma_env() : 0; }
 
 static long g_wgmma_calls;
 void attn_wgmma_count(int n) { g_wgmma_calls += n; }

@@ -113,18 +113,22 @@ struct FwdPlace {
 };
 
 /* One key tile's online-softmax step for one 16-row m-tile (base 2), on
- * its logits s (attn_fwd_logits's layout) and running m, l, O: s becomes
+ * its logits s (attn_fwd_logits's layout) and running m, l: s becomes
  * P = exp2(x - m_new), l = l alpha + rowsum(P) (each lane over its own
- * columns), O *= alpha where the m-tile rescales.  mask: the tile reaches
- * past the m-tile's first query or past T (attn_fwd_logits<true>). */
-template <bool LB, int NN, int NO>
-static __device__ __forceinline__ void attn_fwd_online(float (&s)[NN][4], float (&m)[2], float (&l)[2],
-                                                       float (&o)[NO][4], const float *lbs, float scale_log2,
-                                                       int k0, const int (&row)[2], int T, int tq, bool mask) {
+ * columns).  Returns whether the m-tile rescales, and then alpha, the
+ * factor O takes to go from the old m to the new (attn_fwd_rescale): the
+ * caller applies it when O is its own, which for the pipelined warpgroup
+ * kernel is after the products still adding into O have landed.  mask: the
+ * tile reaches past the m-tile's first query or past T
+ * (attn_fwd_logits<true>). */
+template <bool LB, int NN>
+static __device__ __forceinline__ bool attn_fwd_softmax(float (&s)[NN][4], float (&m)[2], float (&l)[2],
+                                                        float (&alpha)[2], const float *lbs, float scale_log2,
+                                                        int k0, const int (&row)[2], int T, int tq, bool mask) {
     float mx[2] = {m[0], m[1]};
     if (mask) attn_fwd_logits<true, LB>(s, mx, lbs, scale_log2, k0, row, T, tq);
     else attn_fwd_logits<false, LB>(s, mx, lbs, scale_log2, k0, row, T, tq);
-    float alpha[2], mu[2];
+    float mu[2];
     bool grow = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -156,12 +160,26 @@ static __device__ __forceinline__ void attn_fwd_online(float (&s)[NN][4], float 
         l[r] = fmaf(l[r], alpha[r], ps[r]);
         m[r] = mx[r];
     }
-    if (rescale)
+    return rescale;
+}
+
+/* O *= alpha, row by row (attn_fwd_softmax's alpha) */
+template <int NO>
+static __device__ __forceinline__ void attn_fwd_rescale(float (&o)[NO][4], const float (&alpha)[2]) {
 #pragma unroll
-        for (int n = 0; n < NO; ++n) {
-            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-        }
+    for (int n = 0; n < NO; ++n) {
+        o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    }
+}
+
+/* The step with O rescaled at once (the kernels whose O is idle here) */
+template <bool LB, int NN, int NO>
+static __device__ __forceinline__ void attn_fwd_online(float (&s)[NN][4], float (&m)[2], float (&l)[2],
+                                                       float (&o)[NO][4], const float *lbs, float scale_log2,
+                                                       int k0, const int (&row)[2], int T, int tq, bool mask) {
+    float alpha[2];
+    if (attn_fwd_softmax<LB>(s, m, l, alpha, lbs, scale_log2, k0, row, T, tq, mask)) attn_fwd_rescale(o, alpha);
 }
 
 /* The m-tile's end: l summed over the row's four lanes, O / l to rows

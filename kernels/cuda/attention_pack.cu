@@ -199,7 +199,8 @@ static void print_stats(void) {
     fprintf(stderr, "sg attention: %ld operands read in place\n", g_inplace);
     if (sg_attn_dq_stored()) fprintf(stderr, "sg attention: %ld backwards formed dQ from the stored dS\n", sg_attn_dq_stored());
     if (sg_attn_wgmma_calls())
-        fprintf(stderr, "sg attention: %ld kernels ran on the warpgroup products (SG_ATTN_WGMMA=1)\n", sg_attn_wgmma_calls());
+        fprintf(stderr, "sg attention: %ld kernels ran on the warpgroup products (SG_ATTN_WGMMA=%d)\n",
+                sg_attn_wgmma_calls(), attn_wgmma_mode());
     if (attn_use_cudnn())
         fprintf(stderr, "sg attention: %ld forwards and %ld backwards ran on cuDNN\n", sg_attn_cudnn_calls(0),
                 sg_attn_cudnn_calls(1));

@@ -57,6 +57,18 @@ static __device__ __forceinline__ void wg_pin(float *d) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+/* The same for n register A fragments (mma_ptx.h's tc_reg[4]): pinned
+ * before wg_fence, so that the instructions writing them stay above it,
+ * and after the wait of the last product that reads them, so that the
+ * compiler gives their registers to nothing else while that product may
+ * still read them (it sees the read only at the issue). */
+template <int N>
+static __device__ __forceinline__ void wg_pin_a(uint32_t (*a)[4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
 /* ordinary (and cp.async) shared-memory writes before the products read them */
 static __device__ __forceinline__ void wg_fence_smem() { WG_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 

@@ -152,12 +152,12 @@ static void test_attention(const AttnCase &c) {
     cuda_op_attention_fwd(o.p(), lse.p(), qkv.p(), qkv.p() + C, v, &a);
     same("o", strided(o.p(), rows, C, os, 0), strided(o_r.p(), rows, C, os, 0), g_bf16);
     same("lse", flat(lse.p(), nl), flat(lse_r.p(), nl), g_bf16);
-    /* SG_ATTN_WGMMA=1 under the mma tiles: the warpgroup forward runs at
-     * padded head dims 64 and 128 (the emulated device is an sm_90), the
-     * mma forward below them */
+    /* SG_ATTN_WGMMA=1 or 2 under the mma tiles: the warpgroup forward (2:
+     * the pipelined one) runs at padded head dims 64 and 128 (the emulated
+     * device is an sm_90), the mma forward below them */
     {
         const char *t = getenv("SG_ATTN"), *w = getenv("SG_ATTN_WGMMA");
-        const bool want = t && !strcmp(t, "mma") && w && !strcmp(w, "1") && d > 32;
+        const bool want = t && !strcmp(t, "mma") && w && (!strcmp(w, "1") || !strcmp(w, "2")) && d > 32;
         CHECK(sg_attn_wgmma_calls() - wg0 == (want ? 1 : 0), "%s: %ld forwards on the warpgroup products, want %d",
               g_tag.c_str(), sg_attn_wgmma_calls() - wg0, want ? 1 : 0);
     }
@@ -214,7 +214,7 @@ static void test_attention(const AttnCase &c) {
     {
         /* the warpgroup dK/dV kernel at padded head dim 64 alone */
         const char *t = getenv("SG_ATTN"), *w = getenv("SG_ATTN_WGMMA");
-        const bool want = t && !strcmp(t, "mma") && w && !strcmp(w, "1") && d > 32 && d <= 64;
+        const bool want = t && !strcmp(t, "mma") && w && (!strcmp(w, "1") || !strcmp(w, "2")) && d > 32 && d <= 64;
         CHECK(sg_attn_wgmma_calls() - wgb0 == (want ? 1 : 0), "%s: %ld backwards on the warpgroup products, want %d",
               g_tag.c_str(), sg_attn_wgmma_calls() - wgb0, want ? 1 : 0);
     }
@@ -715,14 +715,17 @@ int main(int argc, char **argv) {
     const char *env_tiles = getenv("SG_ATTN") && *getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma";
     const std::vector<const char *> kerns = g_as_set ? std::vector<const char *>{env_tiles}
                                                      : std::vector<const char *>{"wmma", "mma", "cudnn"};
-    /* and the mma tiles with the forward on the warpgroup products
-     * (SG_ATTN_WGMMA=1, attention_fwd_wgmma.cu), at the head dims it takes */
+    /* and the mma tiles with the forward and dK/dV on the warpgroup
+     * products (SG_ATTN_WGMMA=1, attention_fwd_wgmma.cu; wgmma2: =2, the
+     * pipelined forward), at the head dims they take */
     std::vector<const char *> attn_kerns = kerns;
-    if (!g_as_set) attn_kerns.push_back("wgmma");
+    if (!g_as_set) attn_kerns.push_back("wgmma"), attn_kerns.push_back("wgmma2");
+    auto wg_mode = [](const char *kern) { return !strcmp(kern, "wgmma") ? "1" : !strcmp(kern, "wgmma2") ? "2" : nullptr; };
     for (const char *kern : attn_kerns) {
-        const bool wg = !strcmp(kern, "wgmma");
+        const char *wgm = wg_mode(kern);
+        const bool wg = wgm != nullptr;
         if (!g_as_set) setenv("SG_ATTN", wg ? "mma" : kern, 1);
-        if (wg) setenv("SG_ATTN_WGMMA", "1", 1);
+        if (wg) setenv("SG_ATTN_WGMMA", wgm, 1);
         for (const AttnCase &c : attn) {
             if (wg && c.d <= 32) continue;
             snprintf(tag, sizeof tag, "attention B%d T%d H%d d%d phantom=%s logbias=%s v=%s%s tiles=%s", c.B, c.T,
@@ -740,9 +743,10 @@ int main(int argc, char **argv) {
     const GateBwdCase gcases[] = {{2, 130, 2, 64, GATE_PROJ, 2}, {1, 70, 3, 64, GATE_NORM, 0},
                                   {2, 33, 2, 40, GATE_PROJ, 1}, {1, 65, 2, 16, GATE_NORM, 2}};
     for (const char *kern : attn_kerns) {
-        const bool wg = !strcmp(kern, "wgmma");
+        const char *wgm = wg_mode(kern);
+        const bool wg = wgm != nullptr;
         if (!g_as_set) setenv("SG_ATTN", wg ? "mma" : kern, 1);
-        if (wg) setenv("SG_ATTN_WGMMA", "1", 1);
+        if (wg) setenv("SG_ATTN_WGMMA", wgm, 1);
         for (const GateBwdCase &c : gcases) {
             if (wg && c.d <= 32) continue;
             snprintf(tag, sizeof tag, "attention gate-bwd B%d T%d H%d d%d %s phantom=%s tiles=%s", c.B, c.T, c.H, c.d,

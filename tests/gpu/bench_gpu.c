@@ -427,12 +427,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
             "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--gates] [--attn-tiles mma,wgmma,cudnn,mma-dqs,mma16,wmma] [--json FILE]\n");
+            "                 [--gates] [--attn-tiles mma,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
-    const char *tiles_arg = "mma,wgmma,cudnn,mma-dqs,mma16,wmma";
+    const char *tiles_arg = "mma,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma";
     int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
     double peak = 0;
     for (int i = 1; i < argc; i++) {
@@ -463,7 +463,7 @@ int main(int argc, char **argv) {
         char tl[256];
         snprintf(tl, sizeof tl, "%s", tiles_arg);
         for (char *t = strtok(tl, ","); t; t = strtok(NULL, ","))
-            if (!listed("wmma,mma,mma16,mma-dqs,cudnn,wgmma", t)) {
+            if (!listed("wmma,mma,mma16,mma-dqs,cudnn,wgmma,wgmma2", t)) {
                 fprintf(stderr, "bench_gpu: --attn-tiles: unknown tiles '%s'\n", t);
                 return 2;
             }
@@ -679,9 +679,9 @@ int main(int argc, char **argv) {
          * (SG_ATTN_WARP_ROWS=16), "arms_mma_dqs" those with dQ from the
          * stored dS (SG_ATTN_DQ=stored), "arms_cudnn" cuDNN's fused
          * attention (SG_ATTN=cudnn; the mma tiles where it refuses) */
-        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn", "wgmma"};
-        static const char *const keys[] = {"arms",         "arms_mma",   "arms_mma16",
-                                           "arms_mma_dqs", "arms_cudnn", "arms_wgmma"};
+        static const char *const tiles[] = {"wmma", "mma", "mma16", "mma-dqs", "cudnn", "wgmma", "wgmma2"};
+        static const char *const keys[] = {"arms",       "arms_mma",   "arms_mma16", "arms_mma_dqs",
+                                           "arms_cudnn", "arms_wgmma", "arms_wgmma2"};
         /* in the order --attn-tiles lists them, so that a run cut short by
          * its time limit keeps the first */
         char order[256];
@@ -695,8 +695,9 @@ int main(int argc, char **argv) {
             if (ki == 3) setenv("SG_ATTN_DQ", "stored", 1);
             else unsetenv("SG_ATTN_DQ");
             /* the mma tiles with the forward and the dK/dV kernel on Hopper's
-             * warpgroup products (attention_fwd_wgmma.cu) */
-            if (ki == 5) setenv("SG_ATTN_WGMMA", "1", 1);
+             * warpgroup products (attention_fwd_wgmma.cu; wgmma2: the
+             * pipelined forward) */
+            if (ki >= 5) setenv("SG_ATTN_WGMMA", ki == 5 ? "1" : "2", 1);
             else unsetenv("SG_ATTN_WGMMA");
             if (js) fprintf(js, ", \"%s\": {", keys[ki]);
             int first = 1;

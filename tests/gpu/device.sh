@@ -158,7 +158,7 @@ grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.l
 # The A/B runs (the comment at the top): the defaults first, then each
 # setting of DEVICE_AB, separated by ';', each one or more VAR=value (e.g.
 # "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0").
-DEVICE_AB=${DEVICE_AB-SG_ATTN_WGMMA=1 SG_MATMUL_STATS=1;SG_ATTN=cudnn SG_MATMUL_STATS=1}
+DEVICE_AB=${DEVICE_AB-SG_ATTN_WGMMA=2 SG_MATMUL_STATS=1;SG_ATTN=cudnn SG_MATMUL_STATS=1}
 IFS=';' read -ra all_settings <<<"$DEVICE_AB"
 settings=()
 for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done

@@ -24,7 +24,8 @@ void test_attention(int B, int T, int H, int d, int phantom, int logbias) {
     gpu_ops.attention_fwd(o_d, lse_d, qkv_d, qkv_d + C, qkv_d + 2 * C, &ad);
     char what[128], label[32];
     const char *tiles = getenv("SG_ATTN") ? getenv("SG_ATTN") : "wmma", *wg = getenv("SG_ATTN_WGMMA");
-    snprintf(label, sizeof label, "%s%s", tiles, wg && !strcmp(wg, "1") ? "+wgmma" : "");
+    snprintf(label, sizeof label, "%s%s", tiles,
+             wg && !strcmp(wg, "1") ? "+wgmma" : wg && !strcmp(wg, "2") ? "+wgmma2" : "");
     snprintf(what, sizeof what, "attention fwd B%d T%d H%d d%d phantom %d logbias %d tiles %s", B, T, H, d, phantom,
              logbias, label);
     same(what, o_d, o, no, 1);

@@ -16,8 +16,8 @@
 #  SG_ATTN=mma, the default, which a run with SG_ATTN unset must match
 #  bitwise, and cuDNN's; 2 also with dQ from the stored dS,
 #  SG_ATTN_DQ=stored, and with the forward and dK/dV kernel on Hopper's
-#  warpgroup products, SG_ATTN_WGMMA=1 (test_gpu_ops wgmma too, under a
-#  time limit of its own); and under SG_ATTN=mma, the gradients with
+#  warpgroup products, SG_ATTN_WGMMA=1, and with the pipelined forward, =2
+#  (test_gpu_ops wgmma too, both, under a time limit of its own); and under SG_ATTN=mma, the gradients with
 #  SG_MATMUL_TUNE=1 and with SG_ATTN_WARP_ROWS=16 bitwise those without)
 #  5. auto_micro_batch: the split it chooses trains bitwise like the split
 #     given, and at 124M its measured choice fits the device;
@@ -58,10 +58,10 @@ line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" <<<"$out")
 p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*passed, ([0-9]+) failed/\1/' <<<"$line")
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ "$rc" -eq 0 ] || [ "${f:-1}" -gt 0 ] || bad "test_gpu_ops exited $rc"
-# the attention on Hopper's warpgroup products (SG_ATTN_WGMMA=1; on other
+# the attention on Hopper's warpgroup products (SG_ATTN_WGMMA=1 and 2; on other
 # GPUs the mma tiles run and it says so): a time limit of its own, so that a
 # kernel that hangs costs its minute, not the run
-out=$(timeout "${WGMMA_LIMIT_S:-90}" "$CB/test_gpu_ops" wgmma 2>&1); rc=$?
+out=$(timeout "${WGMMA_LIMIT_S:-150}" "$CB/test_gpu_ops" wgmma 2>&1); rc=$?
 grep -E "^FAIL" <<<"$out" | head -n 40
 grep -E "warpgroup|sm_90" <<<"$out" | head -n 3
 line=$(grep -E "^test_gpu_ops: [0-9]+ passed, [0-9]+ failed$" <<<"$out")
@@ -86,10 +86,10 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
         # the attention's two tile kernels (SG_ATTN), the mma backward
         # with dQ from the stored dS (SG_ATTN_DQ=stored), and cuDNN's fused
         # attention (SG_ATTN=cudnn; renorm's log-bias on the mma tiles)
-        for tiles in wmma mma mma-dqs cudnn wgmma; do
-            SG_ATTN=$(case $tiles in mma-dqs | wgmma) echo mma ;; *) echo $tiles ;; esac) \
+        for tiles in wmma mma mma-dqs cudnn wgmma wgmma2; do
+            SG_ATTN=$(case $tiles in mma-dqs | wgmma*) echo mma ;; *) echo $tiles ;; esac) \
                 SG_ATTN_DQ=$([ $tiles = mma-dqs ] && echo stored || echo recompute) \
-                SG_ATTN_WGMMA=$([ $tiles = wgmma ] && echo 1 || echo 0) \
+                SG_ATTN_WGMMA=$(case $tiles in wgmma) echo 1 ;; wgmma2) echo 2 ;; *) echo 0 ;; esac) \
                 timeout 60 "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
             out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm-$tiles.st" \
                 "$name $arm $tiles" 2>&1)

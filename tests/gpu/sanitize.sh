@@ -62,8 +62,10 @@ summary() {
 }
 
 # The cases, "tool tiles arm kind [variant]", most valuable first.
-# (tiles wgmma: the mma tiles with SG_ATTN_WGMMA=1, the warpgroup kernels)
-CASES=("racecheck wgmma combo2 grads" "memcheck wgmma combo2 grads" "synccheck wgmma renorm grads"
+# (tiles wgmma: the mma tiles with SG_ATTN_WGMMA=1, the warpgroup kernels;
+# wgmma2: =2, with the pipelined forward)
+CASES=("racecheck wgmma2 combo2 grads" "memcheck wgmma2 renorm grads" "synccheck wgmma2 combo2 grads"
+       "racecheck wgmma combo2 grads" "memcheck wgmma combo2 grads" "synccheck wgmma renorm grads"
        "racecheck mma combo2 grads" "memcheck mma combo2 grads" "synccheck mma combo2 grads"
        "racecheck mma combo2 grads dqs" "initcheck mma combo2 grads dqs" "racecheck mma sinktoken grads" "memcheck wmma combo2 grads" "racecheck wmma combo2 grads"
        "memcheck mma combo2 train" "initcheck mma combo2 grads" "memcheck mma renorm grads"
@@ -173,7 +175,8 @@ run_case() { # tool tiles arm kind [variant]
              --seed 3 --data "$W/data" -o "$W/$name.st")
     fi
     t0=$SECONDS
-    SG_ATTN=$([ "$tiles" = wgmma ] && echo mma || echo "$tiles") SG_ATTN_WGMMA=$([ "$tiles" = wgmma ] && echo 1 || echo 0) \
+    SG_ATTN=$(case $tiles in wgmma*) echo mma ;; *) echo "$tiles" ;; esac) \
+        SG_ATTN_WGMMA=$(case $tiles in wgmma) echo 1 ;; wgmma2) echo 2 ;; *) echo 0 ;; esac) \
         SG_ATTN_DQ=$([ "$variant" = dqs ] && echo stored || echo recompute) \
         timeout -k 5 "$t" "$SAN" --tool "$tool" --error-exitcode 99 ${opts[@]+"${opts[@]}"} \
         ${EXTRA[@]+"${EXTRA[@]}"} "${cmd[@]}" >"$log" 2>&1

@@ -67,15 +67,19 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "wgmma")) {
         /* the attention's cases with the forward and the dK/dV kernel on
          * Hopper's warpgroup products (SG_ATTN_WGMMA=1 under the mma tiles;
-         * kernels/cuda/attention_fwd_wgmma.cu), apart from the rest so that
-         * tests/gpu/run.sh can give them a time limit of their own */
+         * kernels/cuda/attention_fwd_wgmma.cu), then with the pipelined
+         * forward (=2), apart from the rest so that tests/gpu/run.sh can
+         * give them a time limit of their own */
         setenv("SG_ATTN", "mma", 1);
-        setenv("SG_ATTN_WGMMA", "1", 1);
-        const long w0 = sg_attn_wgmma_calls();
-        attention_battery();
-        CHECK(sg_attn_wgmma_calls() > w0, "SG_ATTN_WGMMA=1: no attention ran on the warpgroup products (%s)",
-              gpu_ops.backend());
-        printf("SG_ATTN_WGMMA=1: %ld attention kernels on the warpgroup products\n", sg_attn_wgmma_calls() - w0);
+        for (int mode = 1; mode <= 2; mode++) {
+            setenv("SG_ATTN_WGMMA", mode == 1 ? "1" : "2", 1);
+            const long w0 = sg_attn_wgmma_calls();
+            attention_battery();
+            CHECK(sg_attn_wgmma_calls() > w0, "SG_ATTN_WGMMA=%d: no attention ran on the warpgroup products (%s)",
+                  mode, gpu_ops.backend());
+            printf("SG_ATTN_WGMMA=%d: %ld attention kernels on the warpgroup products\n", mode,
+                   sg_attn_wgmma_calls() - w0);
+        }
         return check_finish();
     }
     if (argc > 1 && !strcmp(argv[1], "tune")) { /* the SG_MATMUL_TUNE cases alone */
