@@ -60,19 +60,11 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     int row[MT][2];
 #pragma unroll
     for (int i = 0; i < MT; ++i) row[i][0] = wq0 + 16 * i + p.gq, row[i][1] = wq0 + 16 * i + p.gq + 8;
-    /* key tiles up to the block's last query (or T - 1) */
-    const int last_kt = ((p.q0 + FWD_MMA_BQ < T ? p.q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
-
-    const float c0 = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
+    const int last_kt = p.last_kt;
     float m[MT][2], l[MT][2];
     float o[MT][DP / 8][4];
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-        m[i][0] = m[i][1] = c0;
-        l[i][0] = l[i][1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;
-    }
+    for (int i = 0; i < MT; ++i) attn_fwd_init(m[i], l[i], o[i], g, sink, p);
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);

@@ -98,19 +98,33 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
  * head h, sequence b, the thread's warp and lane (gq = lane / 4, tq =
  * lane % 4), the offsets of the (b,h) rows (row0: the sequence's first row,
  * bh: the (b,h) slice of lse and the log-bias, ho: the head's columns), the
- * (b,h) slices of Q, K and V, and the log-bias row (null without one). */
+ * (b,h) slices of Q, K and V, the log-bias row (null without one), and
+ * last_kt, the last key tile the block's queries reach (up to T - 1). */
 struct FwdPlace {
-    int qt, h, b, q0, warp, lane, gq, tq;
+    int qt, h, b, q0, warp, lane, gq, tq, last_kt;
     long row0, bh, ho;
     const sg_bf16 *qh, *kh, *vh;
     const float *lb;
     __device__ __forceinline__ FwdPlace(const AttnGeom &g, const AttnOp &qo, const AttnOp &ko, const AttnOp &vo,
                                         const float *logbias)
         : qt(gridDim.z - 1 - blockIdx.z), h(blockIdx.x), b(blockIdx.y), q0(qt * FWD_MMA_BQ),
-          warp(threadIdx.x >> 5), lane(threadIdx.x & 31), gq(lane >> 2), tq(lane & 3), row0((long)b * g.T),
+          warp(threadIdx.x >> 5), lane(threadIdx.x & 31), gq(lane >> 2), tq(lane & 3),
+          last_kt(((q0 + FWD_MMA_BQ < g.T ? q0 + FWD_MMA_BQ : g.T) - 1) / ATTN_BK), row0((long)b * g.T),
           bh((long)b * g.H + h), ho((long)h * g.d), qh(qo.at(b, h)), kh(ko.at(b, h)), vh(vo.at(b, h)),
           lb(logbias ? logbias + bh * g.T : nullptr) {}
 };
+
+/* An m-tile's running state before the first key tile: m the phantom
+ * logit in base 2 (the learned b_h, or 0) or -inf without one, l its
+ * exp2(0) = 1 counted once among the row's four lanes, or 0; O zero. */
+template <int NO>
+static __device__ __forceinline__ void attn_fwd_init(float (&m)[2], float (&l)[2], float (&o)[NO][4],
+                                                     const AttnGeom &g, const float *sink, const FwdPlace &p) {
+    m[0] = m[1] = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
+    l[0] = l[1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
+#pragma unroll
+    for (int n = 0; n < NO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+}
 
 /* One key tile's online-softmax step for one 16-row m-tile (base 2), on
  * its logits s (attn_fwd_logits's layout) and running m, l: s becomes

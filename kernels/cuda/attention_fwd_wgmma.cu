@@ -83,14 +83,9 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     const int gq0 = p.q0 + 64 * (p.warp >> 2), glast = gq0 + 63; /* its warpgroup's 64 */
     const bool gactive = gq0 < T;                                /* warpgroup-uniform */
     const int row[2] = {wq0 + p.gq, wq0 + p.gq + 8};
-    const int last_kt = ((p.q0 + FWD_MMA_BQ < T ? p.q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
-
-    const float c0 = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
-    float m[2] = {c0, c0}, l[2];
-    l[0] = l[1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
-    float o[DP / 8][4];
-#pragma unroll
-    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    const int last_kt = p.last_kt;
+    float m[2], l[2], o[DP / 8][4];
+    attn_fwd_init(m, l, o, g, sink, p);
 
     /* Q into region A and key tile 0 into buffer 0 (region B), one group */
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);
@@ -221,14 +216,9 @@ static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
      * its C7520, and the overlap would be lost; tests/e2e_cuda_build.sh). */
     const int strip = 2 * (p.warp & 3) + (p.warp >> 2), wq0 = p.q0 + 16 * strip;
     const int row[2] = {wq0 + p.gq, wq0 + p.gq + 8};
-    const int last_kt = ((p.q0 + FWD_MMA_BQ < T ? p.q0 + FWD_MMA_BQ : T) - 1) / ATTN_BK;
-
-    const float c0 = g.phantom ? (sink ? sink[p.h] : 0.f) * ATTN_LOG2E : -INFINITY;
-    float m[2] = {c0, c0}, l[2];
-    l[0] = l[1] = g.phantom && p.tq == 0 ? 1.f : 0.f;
-    float o[DP / 8][4];
-#pragma unroll
-    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    const int last_kt = p.last_kt;
+    float m[2], l[2], o[DP / 8][4];
+    attn_fwd_init(m, l, o, g, sink, p);
 
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::Q), p.qh, qo.rs, p.q0, T);
     attn_cp_rows_core<ATTN_BK, DP, NT>(kv, p.kh, ko.rs, 0, T);
