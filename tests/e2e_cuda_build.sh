@@ -119,6 +119,18 @@ else
     check '[ "$(wc -l <<<"$tiles")" -ge 48 ]' "sass_mix.py lists the attention tile kernels ($(wc -l <<<"$tiles") found)"
     slow=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$tiles")
     check '[ -z "$slow" ]' "every attention tile kernel has fewer than one FSETP per two MUFU:"$'\n'"$slow"
+    # the phase clocks (kernels/cuda/attention_trace.h) in the traced
+    # instantiations alone: the mma kernels' last template argument is TR
+    # (Lb1EE traced, Lb0EE plain); a plain one must read no clock, and a
+    # traced one must (at d 64 and 128, the head dims that have one)
+    mma=$(grep -E '^_Z[0-9]+attn_(fwd_mma|bwd_dq_mma|bwd_dkdv_mma)_kernel' <<<"$tiles")
+    plain=$(grep -E 'Lb0EEv' <<<"$mma")
+    traced=$(grep -E 'Lb1EEv' <<<"$mma")
+    clocked=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (v["CLOCK"] != 0) print}' <<<"$plain")
+    unclocked=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["CLOCK"] >= 8)) print}' <<<"$traced")
+    check '[ -n "$plain" ] && [ -z "$clocked" ]' "no plain mma attention kernel reads a clock:"$'\n'"$clocked"
+    check '[ "$(wc -l <<<"$traced")" -eq 20 ] && [ -z "$unclocked" ]' \
+        "the 20 traced mma attention kernels (forward 6, dQ 6, dK/dV 8 at d 64 and 128) read the clocks ($(wc -l <<<"$traced") found):"$'\n'"$unclocked"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
     # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the
@@ -131,8 +143,15 @@ else
     # forward's overlap would be gone)
     wg=$(python3 tests/gpu/sass_mix.py --arch 90a --filter wgmma --fresh-a --no-serial \
          kernels/cuda/attention_fwd_wgmma.cu kernels/cuda/attention_bwd_mma.cu 2>&1); rc=$?
-    check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_pipe_kernel" <<<"$wg")" = 4 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 8 ]' \
-        "sass_mix.py --arch 90a --fresh-a --no-serial lists the 4 warpgroup forwards, 4 pipelined ones and 8 dK/dV kernels (4 pipelined), no stale A operand, nothing serialised (exit $rc):"$'\n'"$wg"
+    check '[ $rc -eq 0 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_kernel" <<<"$wg")" = 8 ] && [ "$(grep -c "^_Z[0-9]*attn_fwd_wgmma_pipe_kernel" <<<"$wg")" = 8 ] && [ "$(grep -c "^_Z[0-9]*attn_bwd_dkdv_wgmma_kernel" <<<"$wg")" = 8 ]' \
+        "sass_mix.py --arch 90a --fresh-a --no-serial lists the 8 warpgroup forwards, 8 pipelined ones (half of each traced) and 8 dK/dV kernels (4 pipelined), no stale A operand, nothing serialised (exit $rc):"$'\n'"$wg"
+    # the forwards' phase clocks in their traced instantiations alone (the
+    # last template argument, as for the mma kernels above)
+    wgf=$(grep -E '^_Z[0-9]+attn_fwd_wgmma(_pipe)?_kernel' <<<"$wg")
+    clocked=$(grep -E 'Lb0EEv' <<<"$wgf" | awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (v["CLOCK"] != 0) print}')
+    unclocked=$(grep -E 'Lb1EEv' <<<"$wgf" | awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["CLOCK"] >= 8)) print}')
+    check '[ "$(grep -c "Lb1EEv" <<<"$wgf")" -eq 8 ] && [ -z "$clocked" ] && [ -z "$unclocked" ]' \
+        "the 8 traced warpgroup forwards read the clocks and the 8 plain ones do not:"$'\n'"$clocked$unclocked"
     bad=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); d64 = $1 ~ /ILi64E/;
                want = $1 ~ /pipe/ ? (d64 ? 16 : 24) : $1 ~ /dkdv/ ? 16 : (d64 ? 8 : 12);
                if (v["HGMMA"] != want || v["HMMA"] != 0 || !(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$wg")

@@ -77,7 +77,7 @@ for op in matmul_fwd matmul_bwd matmul_only matmul_only_end bf16_operand attenti
     host_memory sync backend memory_peak; do
     RENAME+=(-Dop_$op=cuda_op_$op)
 done
-KERNELS="fwd fwd_mma fwd_wgmma bwd bwd_mma pack decode probs cudnn" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
+KERNELS="fwd fwd_mma fwd_wgmma bwd bwd_mma pack decode probs cudnn trace" # attention_$k.cu: bf16 and EMU_BF16_EXACT builds
 OPS="layernorm elementwise bias rope embed gate classifier matmul gemm weight_copies upload_staging" # $k.cu: bf16 build
 
 # --- build: two compile jobs at a time ---------------------------------------

@@ -128,6 +128,13 @@ read -r -a LDL <<<"$(mk emu-print-ldlibs)"
 out=$(g++ -o "$W/test_gpu_ops" "${TG[@]}" "${REF[@]}" "$W"/obj/k_*.o "$W"/obj/e_emu_{runtime,cublas,cublaslt,memory,cudnn}.o \
     "$W/obj/h_rng.o" "${LIBS[@]}" "${LDL[@]}" 2>&1)
 check '[ $? -eq 0 ]' "the emulated test_gpu_ops links"$'\n'"$out"
+# bench_gpu (tests/gpu/bench_gpu.c) over the same kernels, for its phase
+# clocks below: its object as `make cuda` builds it, the host code but main
+out=$(mk "$CB/tg/bench_gpu.o" 2>&1)
+check '[ $? -eq 0 ]' "bench_gpu's object builds"$'\n'"$out"
+HOST=($(ls "$W"/obj/h_*.o | grep -v '/h_main\.o$'))
+out=$(g++ -o "$W/bench_gpu" "$CB/tg/bench_gpu.o" "$W"/obj/k_*.o "$W"/obj/e_*.o "${HOST[@]}" "${LIBS[@]}" "${LDL[@]}" 2>&1)
+check '[ $? -eq 0 ]' "the emulated bench_gpu links"$'\n'"$out"
 echo "built in $((SECONDS - t0)) s"
 
 # --- runs ------------------------------------------------------------------------
@@ -830,5 +837,55 @@ check '[ $rc -eq 0 ] && diff -u tests/cudnn/graphs.txt "$W/graphs.txt" >"$W/grap
 $(head -n 20 "$W/graphs.log" "$W/graphs.diff" 2>/dev/null)"
 mis=$(misaligned tests/cudnn/graphs.txt)
 check '[ -z "$mis" ]' "tests/cudnn/graphs.txt: every operand 16-byte aligned:"$'\n'"$mis"
+# bench_gpu --attn-trace (kernels/cuda/attention_trace.h) end to end, at a
+# shape the emulator runs in seconds: B 1, T 130 (131 with combo2's sink
+# token), H 2, d 64, under the mma tiles and the pipelined warpgroup
+# forward.  Every warp's record written and consistent, each kernel's
+# shares adding up to 1, its warps and tiles those of the grid, per head:
+# the mma forward 2 blocks of 4 warps, 18 tiles (3 + 0 + 0 + 0 in the last
+# query tile, 1 + 1 + 2 + 2 in the first); the pipelined one 2 blocks of 8
+# warps, every warp in every pass, 8 x 3 + 8 x 2; dK/dV 3 blocks of 4 warps,
+# 12 + 8 + 1 (on the warpgroup products under wgmma2: not traced); dQ 3
+# blocks of 2 warps, 3 + 4 + 2.
+if [ -x "$W/bench_gpu" ]; then
+    timeout 300 "$W/bench_gpu" --no-train --attn-tiles mma,wgmma2 --attn-trace --attn-shape 1,130,2,64 \
+        --attn-iters 1 --json "$W/trace.json" >"$W/trace.log" 2>&1; rc=$?
+    v=$(python3 - "$W/trace.json" <<'PYEOF' 2>&1
+import json, sys
+t = json.load(open(sys.argv[1]))["attention"]["trace"]
+want = {"mma": {"forward": (16, 18), "dK/dV": (24, 42), "dQ": (12, 18)},
+        "wgmma2": {"forward": (32, 80), "dQ": (12, 18)}}
+bad = []
+for arm in ("baseline", "combo2"):
+    for tiles_set, kernels in want.items():
+        run = t[f"{arm}/{tiles_set}"]
+        if sorted(run["kernels"]) != sorted(kernels):
+            bad.append(f"{arm}/{tiles_set}: kernels {sorted(run['kernels'])}")
+            continue
+        for k, (warps, tiles) in kernels.items():
+            x = run["kernels"][k]
+            share = sum(p["share"] for p in x["phases"].values())
+            if (x["warps"], x["tiles"], x["missing"], x["inconsistent"]) != (warps, tiles, 0, 0) or abs(share - 1) > 1e-4:
+                bad.append(f"{arm}/{tiles_set} {k}: warps {x['warps']} tiles {x['tiles']} missing {x['missing']} "
+                           f"inconsistent {x['inconsistent']} shares {share}")
+        if not run["traced_fwd_ms"] > 0 or not run["fwd_ms"] > 0:
+            bad.append(f"{arm}/{tiles_set}: times {run}")
+print("; ".join(bad) or "ok")
+PYEOF
+)
+    check '[ $rc -eq 0 ] && [ "$v" = ok ] && grep -q "^  forward: attn_fwd_mma (2 m-tiles a warp)$" "$W/trace.log" &&
+           grep -q "^  forward: attn_fwd_wgmma_pipe_kernel$" "$W/trace.log" &&
+           grep -q "^  dK/dV: not traced" "$W/trace.log" &&
+           grep -q "^  dK/dV: attn_bwd_dkdv_mma$" "$W/trace.log" && grep -q "^    softmax " "$W/trace.log"' \
+        "bench_gpu --attn-trace: exit $rc, the JSON $v:"$'\n'"$(tail -n 12 "$W/trace.log")"
+    # its bad flags: exit 2 and the reason, before any device work
+    for args in "--attn-shape 1,130,2" "--attn-shape 1,130,2,64,1" "--attn-shape 1,0,2,64" "--attn-shape 1,130,2,256" \
+        "--attn-tiles mma,nope" "--attn-trace-now"; do
+        # shellcheck disable=SC2086
+        "$W/bench_gpu" --no-train $args >"$W/bench-bad.log" 2>&1; rc=$?
+        check '[ $rc -eq 2 ] && grep -qE "attn-shape|attn-tiles|usage" "$W/bench-bad.log"' \
+            "bench_gpu $args: exit 2 with the reason (exit $rc): $(head -n 2 "$W/bench-bad.log")"
+    done
+fi
 echo "ran in $((SECONDS - t0)) s"
 finish

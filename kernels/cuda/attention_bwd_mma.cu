@@ -29,6 +29,7 @@
  * needs are two values (dq) or, for dkdv's query columns, read from shared
  * memory per element. */
 #include "attention_cuda.h"
+#include "attention_trace.h"
 #include "wgmma_ptx.h"
 
 /* Two regions of two 64-row bf16 tiles each.  A holds the block's own
@@ -365,14 +366,15 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
 
 /* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
  * (attn_gate_bwd_rows; with no log-bias), or 0 */
-template <int DP, bool LB, int GK>
+template <int DP, bool LB, int GK, bool TR>
 static __global__ void __launch_bounds__(ATTN_NT)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
-                             sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi) {
+                             sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi, KtraceRec *trace) {
     static_assert(!(GK && LB), "the value gates have no log-bias");
+    AttnClock<TR> clk; /* TR: the traced instantiation (attention_trace.h) */
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -417,6 +419,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
             tc_cp_wait<0>();
         }
         __syncthreads(); /* every thread's copies of tile qt are visible */
+        clk.template lap<AT_WAIT>();
         const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
@@ -434,6 +437,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 }
                 float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
                 attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
+                clk.hold(st[1][3]), clk.hold(dpt[1][3]);
+                clk.template lap<AT_PROD1>();
                 /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
                 if (mask)
                     attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
@@ -443,6 +448,7 @@ static __global__ void __launch_bounds__(ATTN_NT)
                 tc_acc_to_a(pa, st);
                 tc_acc_to_a(dsa, dpt);
                 if (dst) attn_st_ds(dst, dsa, p.warp * 16, m * 16, p.lane);
+                clk.template lap<AT_ELEM>();
 #pragma unroll
                 for (int nd = 0; nd < NF; ++nd) {
                     tc_reg ob[4], qb[4];
@@ -453,12 +459,17 @@ static __global__ void __launch_bounds__(ATTN_NT)
                     tc_mma(dka[2 * nd], dsa, qb);
                     tc_mma(dka[2 * nd + 1], dsa, qb + 2);
                 }
+                clk.hold(dva[DP / 8 - 1][3]), clk.hold(dka[DP / 8 - 1][3]);
+                clk.template lap<AT_PROD2>();
             }
         }
+        if (active) clk.tile();
         if (qt + 1 < p.ntq) __syncthreads(); /* done with buffer cur: tile qt + 2 goes there */
+        clk.template lap<AT_BARRIER>();
     }
 
     attn_dkdv_epilogue<DP, LB, GK>(dka, dva, colsum, dk, dv, dlogbias, tk, tv, epi, g, p, attn_smem);
+    clk.finish(trace, p.warp, p.lane);
 }
 
 /* The dK/dV kernel on Hopper's warpgroup products (wgmma_ptx.h; with
@@ -485,7 +496,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
                                const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                                const float *__restrict__ lse, const float *__restrict__ D,
                                const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
-                               sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi) {
+                               sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi,
+                               KtraceRec * /* the mma kernel's trace: not traced */) {
     static_assert(!(GK && LB), "the value gates have no log-bias");
     static_assert(DP == 64, "the accumulators of head dim 128 do not fit");
     typedef BwdMmaLayout<DP> L;
@@ -683,11 +695,13 @@ static __device__ __forceinline__ void attn_dq_store(float *__restrict__ dq, sg_
                           twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
-template <int DP, int MT, bool LB>
+template <int DP, int MT, bool LB, bool TR>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                            const float *__restrict__ lse, const float *__restrict__ D,
-                           const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g) {
+                           const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g,
+                           KtraceRec *trace) {
+    AttnClock<TR> clk; /* TR: the traced instantiation (attention_trace.h) */
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE, NT = DqMma<MT>::NT, RW = 16 * MT;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -741,6 +755,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
             tc_cp_wait<0>();
         }
         __syncthreads(); /* every thread's copies of tile kt are visible */
+        clk.template lap<AT_WAIT>();
         const sg_bf16 *Ks = sm.buf(cur), *Vs = sm.buf(cur) + TE;
         const float *lbs = sm.lb2 + cur * ATTN_BK;
 
@@ -769,6 +784,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                         tc_mma(dp[i][1], oa[i][kk], vb + 2);
                     }
                 }
+                clk.hold(s[MT - 1][1][3]), clk.hold(dp[MT - 1][1][3]);
+                clk.template lap<AT_PROD1>();
                 /* element e of s[i][nt]: query row[i][e >> 1], key kn0 + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */
@@ -783,13 +800,20 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                                                T, tq);
                     tc_acc_to_a(dsa[i], dp[i]);
                 }
+                clk.template lap<AT_ELEM>();
                 attn_dq_products<NF, MT, LD>(dqa, dsa, Ks, n, kn0, qw0, lane);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) clk.hold(dqa[i][DP / 8 - 1][3]);
+                clk.template lap<AT_PROD2>();
             }
+            clk.tile();
         }
         if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
+        clk.template lap<AT_BARRIER>();
     }
 
     if (active) attn_dq_store<DP, MT>(dq, twq, dqa, row0, ho, qw0, g, lane);
+    clk.finish(trace, warp, lane);
 }
 
 /* dQ from the stored dS (SG_ATTN_DQ=stored): per query tile, the key
@@ -880,10 +904,16 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + ATTN_BQ - 1) / ATTN_BQ));
     const bool lb = a->logbias != nullptr;
     if (gate && lb) sg_cuda_fail(__FILE__, __LINE__, "op_attention_gate_bwd", "a value gate with a log-bias");
-    auto dkdv = lb                                  ? attn_bwd_dkdv_mma_kernel<DP, true, 0>
-                : !gate                             ? attn_bwd_dkdv_mma_kernel<DP, false, 0>
-                : gate->kind == GATE_NORM           ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM>
-                                                    : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ>;
+    const long blocks = (long)grid.x * grid.y * grid.z;
+    KtraceRec *trace = nullptr; /* the traced kernels' records (attention_trace.h) */
+    auto mma_dkdv = [&](auto tr) {
+        constexpr bool TR = decltype(tr)::value;
+        return lb                        ? attn_bwd_dkdv_mma_kernel<DP, true, 0, TR>
+               : !gate                   ? attn_bwd_dkdv_mma_kernel<DP, false, 0, TR>
+               : gate->kind == GATE_NORM ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM, TR>
+                                         : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ, TR>;
+    };
+    auto dkdv = mma_dkdv(std::false_type{});
     bool wgmma = false;
     if constexpr (DP == 64)
         if (attn_wgmma_ok()) {
@@ -898,10 +928,13 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
             else pick(std::false_type{});
             wgmma = true;
         }
+    if constexpr (DP >= 64)
+        if (!wgmma && (trace = attn_trace_slot(ATTN_TRACE_DKDV, blocks, ATTN_NT, "attn_bwd_dkdv_mma")))
+            dkdv = mma_dkdv(std::true_type{});
     attn_smem_attr(dkdv, smem);
     const AttnGateEpi epi = gate ? *gate : AttnGateEpi{};
     dkdv<<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3], lse, D, a->logbias, tk,
-                                               tv, ds, g, epi);
+                                               tv, ds, g, epi, trace);
     CUDA_LAUNCHED();
     if (wgmma) attn_wgmma_count(1);
     attn_by_mtiles<DP>([&](auto mt) {
@@ -914,9 +947,15 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
             g_dq_stored++;
             return;
         }
-        auto dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true> : attn_bwd_dq_mma_kernel<DP, MT, false>;
+        auto dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, false> : attn_bwd_dq_mma_kernel<DP, MT, false, false>;
+        KtraceRec *tq = nullptr;
+        if constexpr (DP >= 64)
+            if ((tq = attn_trace_slot(ATTN_TRACE_DQ, blocks, DqMma<MT>::NT,
+                                      MT == 2 ? "attn_bwd_dq_mma (2 m-tiles a warp)" : "attn_bwd_dq_mma (1 m-tile a warp)")))
+                dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, true> : attn_bwd_dq_mma_kernel<DP, MT, false, true>;
         attn_smem_attr(dqk, smem);
-        dqk<<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3], lse, D, a->logbias, twin, g);
+        dqk<<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3], lse, D, a->logbias, twin, g,
+                                                        tq);
         CUDA_LAUNCHED();
     });
 }

@@ -37,12 +37,15 @@
  * alike); the phantom's term exp(c_h - m) = 1 starts in the partial of lane
  * t = 0 only. */
 #include "attention_fwd_tile.h"
+#include "attention_trace.h"
 
-template <int DP, int MT, bool LB>
+/* TR: the traced instantiation (attention_trace.h), records to trace */
+template <int DP, int MT, bool LB, bool TR>
 static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     attn_fwd_mma_kernel(float *__restrict__ out, float *__restrict__ lse, const AttnOp qo, const AttnOp ko,
                         const AttnOp vo, const float *__restrict__ sink, const float *__restrict__ logbias,
-                        sg_bf16 *__restrict__ twin, AttnGeom g) {
+                        sg_bf16 *__restrict__ twin, AttnGeom g, KtraceRec *trace) {
+    AttnClock<TR> clk;
     typedef FwdMmaLayout<DP> L;
     constexpr int NT = FwdMmaShape<MT>::NT, RW = 16 * MT; /* threads; rows a warp owns */
     constexpr int NF = DP / 16;                             /* k-steps over the head dim */
@@ -98,6 +101,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             tc_cp_wait<0>();
         }
         __syncthreads(); /* every thread's copies of tile kt are visible */
+        clk.template lap<AT_WAIT>();
         const sg_bf16 *Ks = cur ? bufA : bufB, *Vs = Ks + ATTN_BK * L::LDH;
         const float *lbs = lbuf + cur * ATTN_BK;
 
@@ -125,12 +129,16 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     }
                 }
             }
+#pragma unroll
+            for (int st = 0; st < NS; ++st) clk.hold(s[MT - 1][2 * st + 1][3]);
+            clk.template lap<AT_PROD1>();
 
             /* Online softmax in base 2, per m-tile */
 #pragma unroll
             for (int i = 0; i < MT; ++i)
                 attn_fwd_online<LB>(s[i], m[i], l[i], o[i], lbs, g.scale_log2, k0, row[i], T, p.tq,
                                     k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T);
+            clk.template lap<AT_ELEM>();
 
             /* O += P V, P as the A operand straight from the accumulators;
              * an m-tile skips the strips past its last query (P = 0 there) */
@@ -152,25 +160,41 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     }
                 }
             }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) clk.hold(o[i][DP / 8 - 1][3]);
+            clk.template lap<AT_PROD2>();
+            clk.tile();
         }
         if (kt < last_kt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
+        clk.template lap<AT_BARRIER>();
     }
 
-    if (!active) return;
+    if (active)
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
-        attn_fwd_finish<DP>(o[i], m[i], l[i], out, lse, twin, g, p, wq0 + 16 * i, row[i]);
+        for (int i = 0; i < MT; ++i)
+            attn_fwd_finish<DP>(o[i], m[i], l[i], out, lse, twin, g, p, wq0 + 16 * i, row[i]);
+    clk.finish(trace, p.warp, p.lane);
 }
 
 template <int DP, int MT, bool LB>
 static void attn_fwd_mma_launch(real *out, real *lse, const AttnOp *op, sg_bf16 *twin, const AttnArgs *a,
                                 const AttnGeom &g) {
     const size_t smem = FwdMmaLayout<DP>::BYTES;
-    attn_smem_attr(attn_fwd_mma_kernel<DP, MT, LB>, smem);
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
-    attn_fwd_mma_kernel<DP, MT, LB><<<grid, FwdMmaShape<MT>::NT, smem, sg_stream()>>>(
-        out, lse, op[0], op[1], op[2], a->sink, a->logbias, twin, g);
-    CUDA_LAUNCHED();
+    constexpr int NT = FwdMmaShape<MT>::NT;
+    auto go = [&](auto kernel, KtraceRec *trace) {
+        attn_smem_attr(kernel, smem);
+        kernel<<<grid, NT, smem, sg_stream()>>>(out, lse, op[0], op[1], op[2], a->sink, a->logbias, twin, g, trace);
+        CUDA_LAUNCHED();
+    };
+    if constexpr (DP >= 64) {
+        static const char *const name = MT == 2 ? "attn_fwd_mma (2 m-tiles a warp)" : "attn_fwd_mma (1 m-tile a warp)";
+        if (KtraceRec *trace = attn_trace_slot(ATTN_TRACE_FWD, (long)grid.x * grid.y * grid.z, NT, name)) {
+            go(attn_fwd_mma_kernel<DP, MT, LB, true>, trace);
+            return;
+        }
+    }
+    go(attn_fwd_mma_kernel<DP, MT, LB, false>, nullptr);
 }
 
 int attn_fwd_ops(AttnOp *op, int inplace, sg_bf16 *pack, const real *q, const real *k, const real *v,

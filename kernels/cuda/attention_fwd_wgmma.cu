@@ -26,6 +26,7 @@
  * are the tensor cores' own order, so results agree with the mma kernel's
  * to fp32 rounding, not bitwise. */
 #include "attention_fwd_tile.h"
+#include "attention_trace.h"
 #include "wgmma_ptx.h"
 
 static constexpr int FWD_WG_NT = 256; /* two warpgroups */
@@ -58,11 +59,12 @@ static __device__ __forceinline__ void attn_wg_pv_last(float (&o)[DP / 8][4], tc
     wg_pin_a<NS>(pa);
 }
 
-template <int DP, bool LB>
+template <int DP, bool LB, bool TR>
 static __global__ void __launch_bounds__(FWD_WG_NT)
     attn_fwd_wgmma_kernel(float *__restrict__ out, float *__restrict__ lse, const AttnOp qo, const AttnOp ko,
                           const AttnOp vo, const float *__restrict__ sink, const float *__restrict__ logbias,
-                          sg_bf16 *__restrict__ twin, AttnGeom g) {
+                          sg_bf16 *__restrict__ twin, AttnGeom g, KtraceRec *trace) {
+    AttnClock<TR> clk; /* TR: the traced instantiation (attention_trace.h) */
     typedef FwdMmaLayout<DP> L;
     constexpr int NT = FWD_WG_NT, NF = DP / 16, NS = ATTN_BK / 16;
     /* descriptor strides (bytes) of the core layout: cores along a row 128
@@ -120,6 +122,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
         }
         wg_fence_smem(); /* this thread's copies of tile kt, for the products */
         __syncthreads();
+        clk.template lap<AT_WAIT>();
         const uint32_t ks = cur ? sa : sb, vs = ks + ATTN_BK * DP * ES;
         const float *lbs = lbuf + cur * ATTN_BK;
 
@@ -138,18 +141,23 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
             wg_commit();
             wg_wait<0>();
             wg_pin<8 * NS>(&s[0][0]);
+            clk.template lap<AT_PROD1>(); /* the chain waited for: no hold needed */
             attn_fwd_online<LB>(s, m, l, o, lbs, g.scale_log2, k0, row, T, p.tq,
                                 k0 + ATTN_BK > wq0 + 1 || k0 + ATTN_BK > T);
             /* O += P V, P as the A operand straight from the accumulators */
             tc_reg pa[NS][4];
 #pragma unroll
             for (int st = 0; st < NS; ++st) tc_acc_to_a(pa[st], s + 2 * st);
+            clk.template lap<AT_ELEM>();
             attn_wg_pv_last<DP>(o, pa, vs, g.wgswap);
+            clk.template lap<AT_PROD2>();
+            clk.tile();
         }
         if (kt < last_kt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
+        clk.template lap<AT_BARRIER>();
     }
-    if (wq0 >= T) return;
-    attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, p, wq0, row);
+    if (wq0 < T) attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, p, wq0, row);
+    clk.finish(trace, p.warp, p.lane);
 }
 
 /* SG_ATTN_WGMMA=2: the same forward with each warpgroup's softmax
@@ -193,11 +201,16 @@ struct FwdPipeLayout {
     static_assert(!QREG || QBYTES <= 2 * BUF, "Q is staged in buffers 1 and 2");
 };
 
-template <int DP, bool LB>
+template <int DP, bool LB, bool TR>
 static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
     attn_fwd_wgmma_pipe_kernel(float *__restrict__ out, float *__restrict__ lse, const AttnOp qo, const AttnOp ko,
                                const AttnOp vo, const float *__restrict__ sink, const float *__restrict__ logbias,
-                               sg_bf16 *__restrict__ twin, AttnGeom g) {
+                               sg_bf16 *__restrict__ twin, AttnGeom g, KtraceRec *trace) {
+    /* TR: the traced instantiation (attention_trace.h).  Its phases end at
+     * the waits the kernel has anyway: the first products are S and the
+     * previous tile's P V issued, up to S's wait; the second, P V's wait
+     * and the rescaling; so the overlap is what it is untraced. */
+    AttnClock<TR> clk;
     typedef FwdPipeLayout<DP> L;
     constexpr int NT = FWD_WG_NT, NF = DP / 16, NS = ATTN_BK / 16;
     constexpr uint32_t ES = sizeof(sg_bf16), CORE = 64 * ES, GROUP = 8 * DP * ES; /* as above */
@@ -280,22 +293,28 @@ static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
     uint32_t vprev;   /* that tile's V */
     {
         const uint32_t ks = arrive(0);
+        clk.template lap<AT_WAIT>();
         float s[2 * NS][4];
         tc_reg qf[NF][4];
         issue_s(s, qf, ks);
         wg_wait<0>();
         wg_pin<8 * NS>(&s[0][0]);
         wg_pin_a<NF>(qf);
+        clk.template lap<AT_PROD1>();
         float alpha[2];
         attn_fwd_softmax<LB>(s, m, l, alpha, lbuf, g.scale_log2, 0, row, T, p.tq, mask(0)); /* O is 0 */
 #pragma unroll
         for (int st = 0; st < NS; ++st) tc_acc_to_a(pa[st], s + 2 * st);
+        clk.template lap<AT_ELEM>();
+        clk.tile();
         vprev = ks + ATTN_BK * DP * ES;
         if (0 < last_kt) __syncthreads();
+        clk.template lap<AT_BARRIER>();
     }
     for (int kt = 1; kt <= last_kt; ++kt) {
         const int k0 = kt * ATTN_BK;
         const uint32_t ks = arrive(kt);
+        clk.template lap<AT_WAIT>();
         float s[2 * NS][4];
         tc_reg qf[NF][4];
         wg_pin<DP / 2>(&o[0][0]); /* the last pass's rescaling of O and its P, above the fence */
@@ -305,37 +324,48 @@ static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
         wg_wait<1>(); /* S only: P_{kt-1} V_{kt-1} runs on under the softmax */
         wg_pin<8 * NS>(&s[0][0]);
         wg_pin_a<NF>(qf);
+        clk.template lap<AT_PROD1>();
         float alpha[2];
         const bool rescale = attn_fwd_softmax<LB>(s, m, l, alpha, lbuf + (kt % 3) * ATTN_BK, g.scale_log2, k0, row,
                                                   T, p.tq, mask(k0));
+        clk.template lap<AT_ELEM>();
         wg_wait<0>();
         wg_pin<DP / 2>(&o[0][0]);
         wg_pin_a<NS>(pa); /* P_{kt-1}'s registers stay its own until its product has landed */
         if (rescale) attn_fwd_rescale(o, alpha);
 #pragma unroll
         for (int st = 0; st < NS; ++st) tc_acc_to_a(pa[st], s + 2 * st);
+        clk.template lap<AT_PROD2>();
+        clk.tile();
         vprev = ks + ATTN_BK * DP * ES;
         if (kt < last_kt) __syncthreads(); /* done with buffer (kt - 1) % 3: tile kt + 2 goes there */
+        clk.template lap<AT_BARRIER>();
     }
     attn_wg_pv_last<DP>(o, pa, vprev, g.wgswap);
-    if (wq0 >= T) return;
-    attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, p, wq0, row);
+    clk.template lap<AT_PROD2>();
+    if (wq0 < T) attn_fwd_finish<DP>(o, m, l, out, lse, twin, g, p, wq0, row);
+    clk.finish(trace, p.warp, p.lane);
 }
 
 template <int DP, bool LB>
 static void attn_fwd_wgmma_launch(real *out, real *lse, const AttnOp *op, sg_bf16 *twin, const AttnArgs *a,
                                   const AttnGeom &g, bool pipe) {
     const dim3 grid((unsigned)a->H, (unsigned)a->B, (unsigned)((a->T + FWD_MMA_BQ - 1) / FWD_MMA_BQ));
+    KtraceRec *trace = attn_trace_slot(ATTN_TRACE_FWD, (long)grid.x * grid.y * grid.z, FWD_WG_NT,
+                                       pipe ? "attn_fwd_wgmma_pipe_kernel" : "attn_fwd_wgmma_kernel");
+    auto go = [&](auto kernel, size_t smem) {
+        attn_smem_attr(kernel, smem);
+        kernel<<<grid, FWD_WG_NT, smem, sg_stream()>>>(out, lse, op[0], op[1], op[2], a->sink, a->logbias, twin, g,
+                                                        trace);
+    };
     if (pipe) {
         const size_t smem = FwdPipeLayout<DP>::BYTES;
-        attn_smem_attr(attn_fwd_wgmma_pipe_kernel<DP, LB>, smem);
-        attn_fwd_wgmma_pipe_kernel<DP, LB><<<grid, FWD_WG_NT, smem, sg_stream()>>>(out, lse, op[0], op[1], op[2],
-                                                                                  a->sink, a->logbias, twin, g);
+        if (trace) go(attn_fwd_wgmma_pipe_kernel<DP, LB, true>, smem);
+        else go(attn_fwd_wgmma_pipe_kernel<DP, LB, false>, smem);
     } else {
         const size_t smem = FwdMmaLayout<DP>::BYTES;
-        attn_smem_attr(attn_fwd_wgmma_kernel<DP, LB>, smem);
-        attn_fwd_wgmma_kernel<DP, LB><<<grid, FWD_WG_NT, smem, sg_stream()>>>(out, lse, op[0], op[1], op[2],
-                                                                             a->sink, a->logbias, twin, g);
+        if (trace) go(attn_fwd_wgmma_kernel<DP, LB, true>, smem);
+        else go(attn_fwd_wgmma_kernel<DP, LB, false>, smem);
     }
     CUDA_LAUNCHED();
     attn_wgmma_count(1);

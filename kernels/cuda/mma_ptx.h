@@ -103,4 +103,33 @@ static __device__ __forceinline__ void tc_mma(float d[4], const tc_reg a[4], con
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* The clocks of a traced kernel (attention_trace.h).  tc_clock is the SM's
+ * cycle counter and tc_globaltimer the device's nanoseconds; both are
+ * volatile, so they stay where they are written relative to the other
+ * volatile instructions (the loads, barriers and tc_hold).  tc_hold reads x
+ * into a register the caller keeps: the instruction waits, by the register
+ * scoreboard, until whatever writes x has completed (an mma's
+ * accumulator), so a clock read after it counts that product's latency in
+ * the phase that issued it rather than in the next one. */
+static __device__ __forceinline__ uint64_t tc_clock() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
+    return t;
+}
+static __device__ __forceinline__ uint64_t tc_globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+    return t;
+}
+static __device__ __forceinline__ uint32_t tc_smid() {
+    uint32_t s;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(s));
+    return s;
+}
+static __device__ __forceinline__ uint32_t tc_hold(float x) {
+    uint32_t r;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "f"(x) : "memory");
+    return r;
+}
+
 #endif

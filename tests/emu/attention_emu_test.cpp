@@ -36,6 +36,7 @@
 #include <algorithm>
 
 #include "battery.h"
+#include "kernel_trace.h"
 
 extern "C" {
 void cuda_op_attention_fwd(real *out, real *lse, const real *q, const real *k, const real *v, const AttnArgs *a);
@@ -69,6 +70,8 @@ void cuda_op_matmul_only_end(const void *base, size_t bytes);
 void cuda_op_attention_operand(const real *buf, long n);
 long sg_attn_inplace_reads(void);
 long sg_attn_cudnn_calls(int bwd);
+void sg_attn_trace_enable(int on); /* kernels/cuda/attention_trace.cu */
+long sg_attn_trace_records(int k, const KtraceRec **recs, const char **name);
 }
 
 /* the streaming attention's tolerance: bf16 (true), or fp32 for the build
@@ -128,6 +131,42 @@ static bool with_other_dq(F &&f) {
     if (was) setenv("SG_ATTN_DQ", keep.c_str(), 1);
     else unsetenv("SG_ATTN_DQ");
     return stored;
+}
+
+/* The traced launches' records (bench_gpu --attn-trace, attention_trace.h)
+ * of kernel k (0 forward, 1 dK/dV, 2 dQ): blocks x warps of them, every
+ * one written, by lane 0 of warp w of block x + X (y + Y z) at that index,
+ * its phases adding up to its cycles, its SM the emulator's (the block
+ * index modulo 132), and the loop tiles it worked on those that the grid
+ * gives it: tiles(blk, w), worked out in test_attention from the geometry
+ * rather than read off the kernels. */
+template <class F>
+static void check_trace(int k, long blocks, int warps, F &&tiles) {
+    const KtraceRec *r = nullptr;
+    const char *name = nullptr;
+    const long n = sg_attn_trace_records(k, &r, &name);
+    CHECK(n == blocks * warps, "%s: trace %d: %ld records, want %ld blocks x %d warps", g_tag.c_str(), k, n, blocks,
+          warps);
+    if (n != blocks * warps) return;
+    long bad = 0, first = -1;
+    for (long i = 0; i < n; i++) {
+        const KtraceRec &x = r[i];
+        uint32_t sum = 0;
+        for (int p = 0; p < KTRACE_PHASES; p++) sum += x.phase[p];
+        const long blk = i / warps;
+        const int w = (int)(i % warps);
+        const bool ok = x.sm == (uint32_t)(blk % 132) && x.warp == (uint32_t)w && sum == (uint32_t)x.cycles &&
+                        x.cycles > 0 && x.end_ns >= x.start_ns && x.tiles == (uint32_t)tiles(blk, w) &&
+                        (x.tiles == 0 || (x.phase[1] > 0 && x.phase[3] > 0));
+        if (!ok && first < 0) first = i;
+        bad += !ok;
+    }
+    CHECK(bad == 0, "%s: trace %d (%s): %ld of %ld records wrong, the first %ld (sm %u warp %u tiles %u, want %ld)",
+          g_tag.c_str(), k, name, bad, n, first, first >= 0 ? r[first].sm : 0, first >= 0 ? r[first].warp : 0,
+          first >= 0 ? r[first].tiles : 0, first >= 0 ? (long)tiles(first / warps, (int)(first % warps)) : 0L);
+    KtraceSummary s;
+    CHECK(ktrace_summarize(r, n, &s) == 0 && s.missing == 0 && s.bad == 0, "%s: trace %d: summary %ld missing %ld bad",
+          g_tag.c_str(), k, s.missing, s.bad);
 }
 
 static void test_attention(const AttnCase &c) {
@@ -296,6 +335,69 @@ static void test_attention(const AttnCase &c) {
         for (const Buf *bb : {&dq2, &dv2, &ds2, &dlb2}) intact("outputs", *bb);
     };
     if (c.logbias) bwd_again("without dlogbias", false);
+    const char *wgenv = getenv("SG_ATTN_WGMMA"), *dqenv = getenv("SG_ATTN_DQ"), *wrows = getenv("SG_ATTN_WARP_ROWS");
+    const int DP = d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128;
+    const int wgm = wgenv ? atoi(wgenv) : 0; /* SG_ATTN_WGMMA: the warpgroup forward (1, 2: pipelined) */
+    if (!strcmp(tiles_env, "mma") && (!dqenv || strcmp(dqenv, "stored")) && DP >= 64) {
+        /* The traced kernels (attention_trace.h): the plain kernels' bits,
+         * and the records of every warp of the three launches (under
+         * SG_ATTN_WGMMA, of the warpgroup forward and, at d 128, where the
+         * dK/dV kernel stays on mma.sync, of all three) */
+        Buf o3(no), lse3(nl), dq3(nqkv), dv3(c.vsep ? nv : 0), ds3 = dsink0, dlb3(nl);
+        sg_attn_trace_enable(1);
+        cuda_op_attention_fwd(o3.p(), lse3.p(), qkv.p(), qkv.p() + C, v, &a);
+        cuda_op_attention_bwd(dq3.p(), dq3.p() + C, c.vsep ? dv3.p() : dq3.p() + 2 * C, want_ds ? ds3.p() : nullptr,
+                              c.logbias ? dlb3.p() : nullptr, dout.p(), qkv.p(), qkv.p() + C, v, o.p(), lse.p(), &a);
+        CHECK(!memcmp(o3.p(), o.p(), sizeof(float) * no) && !memcmp(lse3.p(), lse.p(), sizeof(float) * nl),
+              "%s: the traced forward differs from the plain one", g_tag.c_str());
+        CHECK(!memcmp(dq3.p(), dqkv.p(), sizeof(float) * nqkv) &&
+                  (!c.vsep || !memcmp(dv3.p(), dvb.p(), sizeof(float) * nv)) &&
+                  !memcmp(ds3.p(), ds.p(), sizeof(float) * H) &&
+                  (!c.logbias || !memcmp(dlb3.p(), dlb.p(), sizeof(float) * nl)),
+              "%s: the traced backward differs from the plain one", g_tag.c_str());
+        for (const Buf *bb : {&o3, &lse3, &dq3, &dv3, &ds3, &dlb3}) intact("outputs", *bb);
+        /* the forward: blocks of 128 queries (the last first: block z has
+         * query tile nq - 1 - z), warps of 16 MT rows, a warp's tiles the
+         * 64-key tiles up to its last row or T; the dK/dV kernel: blocks of
+         * 64 keys (tile z), warps of 16 keys, every query tile from the
+         * block's own on; the dQ kernel: blocks of 64 queries (again the
+         * last first), warps of 16 MT rows, every key tile to its own */
+        const int MT = DP <= 64 && !(wrows && !strcmp(wrows, "16")) ? 2 : 1;
+        const int nqf = (T + 127) / 128, nt = (T + 63) / 64, BH = B * H;
+        auto last_kt = [&](long blk) {
+            const int q0 = (nqf - 1 - (int)(blk / BH)) * 128;
+            return ((q0 + 128 < T ? q0 + 128 : T) - 1) / 64;
+        };
+        if (wgm == 2) /* 8 warps, every one in every pass */
+            check_trace(0, (long)BH * nqf, 8, [&](long blk, int) { return last_kt(blk) + 1; });
+        else if (wgm == 1) /* 8 warps; a warpgroup's 64 rows skip the tiles past them */
+            check_trace(0, (long)BH * nqf, 8, [&](long blk, int w) {
+                const int gq0 = (nqf - 1 - (int)(blk / BH)) * 128 + 64 * (w >> 2), glast = gq0 + 63;
+                return gq0 < T ? (glast / 64 < last_kt(blk) ? glast / 64 : last_kt(blk)) + 1 : 0;
+            });
+        else
+            check_trace(0, (long)BH * nqf, 8 / MT, [&](long blk, int w) {
+                const int q0 = (nqf - 1 - (int)(blk / BH)) * 128, wq0 = q0 + w * 16 * MT, wlast = wq0 + 16 * MT - 1;
+                return wq0 < T ? (wlast / 64 < last_kt(blk) ? wlast / 64 : last_kt(blk)) + 1 : 0;
+            });
+        const KtraceRec *untraced = nullptr;
+        if (wgm && DP == 64) /* the warpgroup dK/dV kernel: not traced */
+            CHECK(sg_attn_trace_records(1, &untraced, nullptr) == 0, "%s: records of an untraced dK/dV kernel",
+                  g_tag.c_str());
+        else
+            check_trace(1, (long)BH * nt, 4, [&](long blk, int w) {
+                const int kt = (int)(blk / BH);
+                return kt * 64 + w * 16 < T ? nt - kt : 0;
+            });
+        check_trace(2, (long)BH * nt, 4 / MT, [&](long blk, int w) {
+            const int qt = nt - 1 - (int)(blk / BH);
+            return qt * 64 + w * 16 * MT < T ? qt + 1 : 0;
+        });
+        sg_attn_trace_enable(0);
+        const KtraceRec *none = nullptr;
+        CHECK(sg_attn_trace_records(0, &none, nullptr) == 0 && !none, "%s: records left after tracing ended",
+              g_tag.c_str());
+    }
     if (mma_tiles) {
         /* After an op_free (an address may come back for another buffer)
          * the kept pack is not taken: the backward packs Q, K and V again,

@@ -22,6 +22,7 @@
 #include "cuda_bf16.h"
 #include "emu_threads.h"
 
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -178,6 +179,31 @@ inline void tc_mma(float d[4], const tc_reg a[4], const tc_reg b[2]) {
     }
     emu::barrier_wait(emu::warp_bars[w]);
     for (int e = 0; e < 4; e++) d[e] = r[e];
+}
+
+/* The traced kernels' clocks (kernels/cuda/mma_ptx.h).  tc_clock counts
+ * the reads of all threads (the emulated device has no cycles): a thread's
+ * own reads rise, so its phases add up to its total as on the device.
+ * %globaltimer is the host's monotonic clock, %smid the block's index
+ * modulo EMU_SMS, as if the blocks took the SMs in turn. */
+namespace emu {
+constexpr unsigned EMU_SMS = 132;
+inline uint64_t clock_reads;
+}  // namespace emu
+inline uint64_t tc_clock() { return ++emu::clock_reads; }
+inline uint64_t tc_globaltimer() {
+    return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+inline uint32_t tc_smid() {
+    const unsigned id = emu::g_blockIdx.x + emu::g_gridDim.x * (emu::g_blockIdx.y + emu::g_gridDim.y * emu::g_blockIdx.z);
+    return id % emu::EMU_SMS;
+}
+inline uint32_t tc_hold(float x) {
+    uint32_t r;
+    memcpy(&r, &x, sizeof r);
+    return r;
 }
 
 #endif

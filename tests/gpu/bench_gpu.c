@@ -4,7 +4,8 @@
  *
  *   bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all]
  *             [--steps N] [--warmup N] [--micro-batch N] [--peak-tflops X]
- *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--gates] [--json FILE]
+ *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--gates] [--attn-trace]
+ *             [--attn-shape B,T,H,d] [--json FILE]
  *
  * Training: for each tier (config_from_tier, the tier's micro-batch,
  * grad_accum 1) and arm, full steps exactly as src/train.c runs them --
@@ -26,12 +27,20 @@
  * PCIe 756, A100 312, RTX 5090 209.5 TFLOP/s, ...); otherwise MFU is n/a.
  *
  * Attention: op_attention_fwd then op_attention_bwd alone, at the 124M
- * shape (B 8, T 1024, H 12, d 64; the sink-token arm attends over T+1
+ * shape (B 8, T 1024, H 12, d 64, or --attn-shape's; the sink-token arm attends over T+1
  * positions as the model does), with the strides, phantom, sink logits and
  * log-biases of each arm as src/model.c's attn_args sets them.
  * TFLOP/s = (4 + 10) * B * H * (T(T+1)/2) * d / time -- the model's
  * attn_flops convention: 4 score-sized products forward (QK^T, PV), 10
  * backward (recomputed QK^T, dV, dP, dQ, dK) over the causal half.
+ *
+ * Phase clocks (--attn-trace): the same attention calls under the mma
+ * tiles again with the kernels' own cycle counters on
+ * (kernels/cuda/attention_trace.h): each call's time traced and plain, and
+ * for the forward, dK/dV and dQ kernels where their warps' cycles went
+ * (waiting for a tile, the two kinds of products, the elementwise part,
+ * the barriers, the epilogue) and how their launch filled the SMs
+ * (src/kernel_trace.h).
  *
  * Gates (--gates): op_gate_fwd and op_gate_bwd alone at the 124M shape, as
  * GB/s of the bytes they must move, next to a device-to-device copy's
@@ -45,6 +54,7 @@
 #include "arms.h"
 #include "config.h"
 #include "json_out.h"
+#include "kernel_trace.h"
 #include "mfu.h"
 #include "model.h"
 #include "ops.h"
@@ -195,9 +205,21 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
 
 /* ---- attention alone --------------------------------------------------- */
 
+/* kernels/cuda/attention_trace.cu: the mma kernels' phase clocks */
+void sg_attn_trace_enable(int on);
+long sg_attn_trace_records(int k, const KtraceRec **recs, const char **name);
+const char *sg_attn_trace_kernel(int k);
+const char *const *sg_attn_trace_phases(int k);
+enum { TRACE_KERNELS = 3 }; /* forward, dK/dV, dQ */
+
 typedef struct {
     int T;
     double fwd_ms, bwd_ms, fwd_tflops, bwd_tflops, tflops;
+    /* with --attn-trace: the traced kernels' times and their launches' summaries */
+    double trace_fwd_ms, trace_bwd_ms;
+    int traced[TRACE_KERNELS];
+    char trace_name[TRACE_KERNELS][64];
+    KtraceSummary trace[TRACE_KERNELS];
 } AttnResult;
 
 static real *dev_rand(long n, double scale, double offset, uint64_t key) {
@@ -375,7 +397,48 @@ static void bench_gate_fused(int kind, int B, int T, int H, int d, int iters, do
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) op_free(bufs[i]);
 }
 
-static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters) {
+/* The same calls again with the phase clocks on (attention_trace.h): their
+ * times, and each kernel's records from its last launch, summarised */
+static void trace_attention(AttnResult *r, int iters, void (*fwd)(void *), void (*bwd)(void *), void *ctx,
+                            const void *dev) {
+    sg_attn_trace_enable(1);
+    fwd(ctx), bwd(ctx); /* the record buffers are allocated here */
+    sync_dev(dev);
+    double t0 = prof_now();
+    for (int i = 0; i < iters; i++) fwd(ctx);
+    sync_dev(dev);
+    double t1 = prof_now();
+    for (int i = 0; i < iters; i++) bwd(ctx);
+    sync_dev(dev);
+    double t2 = prof_now();
+    r->trace_fwd_ms = 1e3 * (t1 - t0) / iters;
+    r->trace_bwd_ms = 1e3 * (t2 - t1) / iters;
+    for (int k = 0; k < TRACE_KERNELS; k++) {
+        const KtraceRec *recs = NULL;
+        const char *name = NULL;
+        const long n = sg_attn_trace_records(k, &recs, &name);
+        snprintf(r->trace_name[k], sizeof r->trace_name[k], "%s", name ? name : "");
+        r->traced[k] = n > 0 && ktrace_summarize(recs, n, &r->trace[k]) == 0;
+    }
+    sg_attn_trace_enable(0);
+}
+
+typedef struct {
+    real *out, *lse, *qkv, *v, *dqkv, *dv, *ds, *dlb, *dout;
+    const AttnArgs *aa;
+    int C;
+} AttnCall;
+static void attn_call_fwd(void *p) {
+    AttnCall *c = p;
+    op_attention_fwd(c->out, c->lse, c->qkv, c->qkv + c->C, c->v, c->aa);
+}
+static void attn_call_bwd(void *p) {
+    AttnCall *c = p;
+    op_attention_bwd(c->dqkv, c->dqkv + c->C, c->dv, c->ds, c->dlb, c->dout, c->qkv, c->qkv + c->C, c->v, c->out,
+                     c->lse, c->aa);
+}
+
+static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, int iters, int trace) {
     int C = H * d, T = T0 + (arm_has_sink_token(arm) ? 1 : 0);
     long N = (long)B * T, BHT = (long)B * H * T;
     int gated = arm->filter != FILTER_NONE && arm->slot == FSLOT_VALUE;
@@ -412,12 +475,17 @@ static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, i
     double t2 = prof_now();
     double half = (double)B * H * ((double)T * (T + 1) / 2) * d; /* one score-sized product, / 2 */
     AttnResult r;
+    memset(&r, 0, sizeof r);
     r.T = T;
     r.fwd_ms = 1e3 * (t1 - t0) / iters;
     r.bwd_ms = 1e3 * (t2 - t1) / iters;
     r.fwd_tflops = 4 * half / (r.fwd_ms * 1e-3) / 1e12;
     r.bwd_tflops = 10 * half / (r.bwd_ms * 1e-3) / 1e12;
     r.tflops = 14 * half / ((r.fwd_ms + r.bwd_ms) * 1e-3) / 1e12;
+    if (trace) {
+        AttnCall call = {out, lse, qkv, (real *)v, dqkv, dv, ds, dlb, dout, &aa, C};
+        trace_attention(&r, iters, attn_call_fwd, attn_call_bwd, &call, dqkv);
+    }
     real *bufs[] = {qkv, vg, dout, sink, logbias, out, lse, dqkv, dvg, dsink, dlogbias};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) op_free(bufs[i]);
     return r;
@@ -427,13 +495,16 @@ static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
             "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--gates] [--attn-tiles mma,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma] [--json FILE]\n");
+            "                 [--gates] [--attn-tiles mma,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma] [--attn-trace]\n"
+            "                 [--attn-shape B,T,H,d] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
     const char *tiles_arg = "mma,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma";
     int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
+    int do_trace = 0;
+    int aB = 8, aT = 1024, aH = 12, ad = 64; /* the attention's shape: the 124M tier's micro-batch */
     double peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -450,6 +521,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-attn")) do_attn = 0;
         else if (!strcmp(a, "--matmul")) do_mm = 1;
         else if (!strcmp(a, "--gates")) do_gates = 1;
+        else if (!strcmp(a, "--attn-trace")) do_trace = 1;
+        else if (!strcmp(a, "--attn-shape") && v) {
+            char tail;
+            if (sscanf(v, "%d,%d,%d,%d%c", &aB, &aT, &aH, &ad, &tail) != 4 || aB < 1 || aT < 1 || aH < 1 || ad < 1 ||
+                ad > 128) {
+                fprintf(stderr, "bench_gpu: --attn-shape %s: want B,T,H,d (positive, d at most 128)\n", v);
+                return 2;
+            }
+            i++;
+        }
         else {
             usage();
             return 2;
@@ -666,7 +747,7 @@ int main(int argc, char **argv) {
     }
     if (js) fprintf(js, "}, \"attention\": {");
     if (do_attn) {
-        int B = 8, T = 1024, H = 12, d = 64;
+        const int B = aB, T = aT, H = aH, d = ad;
         printf("attention op alone (forward + backward), B %d T %d H %d d %d, %d iterations each\n", B, T, H, d,
                attn_iters);
         printf("TFLOP/s = (4 fwd + 10 bwd) * B*H*(T(T+1)/2)*d / time\n");
@@ -704,7 +785,7 @@ int main(int argc, char **argv) {
             for (int ai = 0; ai < arm_count(); ai++) {
                 const Arm *arm = arm_at(ai);
                 if (!listed(arms_arg, arm->name)) continue;
-                AttnResult r = bench_attention(arm, B, T, H, d, attn_iters);
+                AttnResult r = bench_attention(arm, B, T, H, d, attn_iters, 0);
                 char label[64];
                 snprintf(label, sizeof label, "%s/%s", arm->name, tiles[ki]);
                 printf("%-15s %5d %9.3f %9.3f %9.1f %9.1f %9.1f\n", label, r.T, r.fwd_ms, r.bwd_ms, r.fwd_tflops,
@@ -720,6 +801,82 @@ int main(int argc, char **argv) {
             }
             if (js) fprintf(js, "}");
         }
+        unsetenv("SG_ATTN");
+        unsetenv("SG_ATTN_WARP_ROWS");
+        unsetenv("SG_ATTN_DQ");
+        unsetenv("SG_ATTN_WGMMA");
+        printf("\n");
+    }
+    if (do_trace) {
+        /* Where the mma kernels' cycles go (attention_trace.h): the same
+         * shape under the default tiles, each arm's calls timed plain and
+         * traced, then each kernel's phases and its launch's timeline */
+        const int B = aB, T = aT, H = aH, d = ad;
+        printf("attention phase clocks (--attn-trace), B %d T %d H %d d %d; cycles of every warp, by phase\n", B, T, H,
+               d);
+        if (js) fprintf(js, "%s\"trace\": {", do_attn ? ", " : "");
+        int first = 1;
+        /* the tile sets of --attn-tiles that have traced kernels: the mma
+         * kernels, and under SG_ATTN_WGMMA the warpgroup forwards */
+        char order[256];
+        snprintf(order, sizeof order, "%s", tiles_arg);
+        for (char *tn = strtok(order, ","); tn; tn = strtok(NULL, ",")) {
+            if (!strcmp(tn, "wmma") || !strcmp(tn, "cudnn")) {
+                printf("%s: no phase clocks\n", tn);
+                continue;
+            }
+            setenv("SG_ATTN", "mma", 1);
+            if (!strcmp(tn, "mma16")) setenv("SG_ATTN_WARP_ROWS", "16", 1);
+            else unsetenv("SG_ATTN_WARP_ROWS");
+            if (!strcmp(tn, "mma-dqs")) setenv("SG_ATTN_DQ", "stored", 1);
+            else unsetenv("SG_ATTN_DQ");
+            if (!strncmp(tn, "wgmma", 5)) setenv("SG_ATTN_WGMMA", tn[5] == '2' ? "2" : "1", 1);
+            else unsetenv("SG_ATTN_WGMMA");
+            for (int ai = 0; ai < arm_count(); ai++) {
+                const Arm *arm = arm_at(ai);
+                if (!listed(arms_arg, arm->name)) continue;
+                AttnResult r = bench_attention(arm, B, T, H, d, attn_iters, 1);
+                char label[64];
+                snprintf(label, sizeof label, "%s/%s", arm->name, tn);
+                printf("%s: forward %.3f ms traced (%.3f plain), backward %.3f ms traced (%.3f plain)\n", label,
+                       r.trace_fwd_ms, r.fwd_ms, r.trace_bwd_ms, r.bwd_ms);
+                if (js)
+                    fprintf(js,
+                            "%s\"%s\": {\"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"traced_fwd_ms\": %.5f, "
+                            "\"traced_bwd_ms\": %.5f, \"kernels\": {",
+                            first ? "" : ", ", label, r.fwd_ms, r.bwd_ms, r.trace_fwd_ms, r.trace_bwd_ms);
+                first = 0;
+                int kfirst = 1;
+                for (int k = 0; k < TRACE_KERNELS; k++) {
+                    const char *const *names = sg_attn_trace_phases(k);
+                    if (!r.traced[k]) {
+                        printf("  %s: not traced (it ran on a kernel without phase clocks)\n",
+                               sg_attn_trace_kernel(k));
+                        continue;
+                    }
+                    const KtraceSummary *t = &r.trace[k];
+                    printf("  %s: %s\n", sg_attn_trace_kernel(k), r.trace_name[k]);
+                    ktrace_print(stdout, t, names, "    ");
+                    if (!js) continue;
+                    fprintf(js, "%s\"%s\": {\"kernel\": ", kfirst ? "" : ", ", sg_attn_trace_kernel(k));
+                    kfirst = 0;
+                    json_put_string(js, r.trace_name[k]);
+                    fprintf(js, ", \"phases\": {");
+                    for (int p = 0; p < KTRACE_PHASES; p++)
+                        fprintf(js, "%s\"%s\": {\"share\": %.5f, \"cycles_per_tile\": %.1f}", p ? ", " : "", names[p],
+                                t->phase_share[p], t->phase_per_tile[p]);
+                    fprintf(js,
+                            "}, \"warps\": %ld, \"sms\": %d, \"tiles\": %.0f, \"warp_cycles_mean\": %.0f, "
+                            "\"span_us\": %.3f, \"busy\": %.5f, \"resident\": %.3f, \"tail_us\": %.3f, "
+                            "\"missing\": %ld, \"inconsistent\": %ld}",
+                            t->warps, t->sms, t->tiles, t->warp_cycles_mean, t->span_ns / 1e3, t->busy, t->resident,
+                            t->tail_ns / 1e3, t->missing, t->bad);
+                }
+                if (js) fprintf(js, "}}");
+                fflush(stdout);
+            }
+        }
+        if (js) fprintf(js, "}");
         unsetenv("SG_ATTN");
         unsetenv("SG_ATTN_WARP_ROWS");
         unsetenv("SG_ATTN_DQ");

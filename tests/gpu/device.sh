@@ -49,7 +49,8 @@
 # phase is skipped with a note.
 #
 # Time: one call may run 600 s.  The defaults keep to 590 s: the wgmma
-# probe (60 s at most, seconds in fact), test-gpu at most
+# probe (60 s at most, seconds in fact), the attention's phase clocks (90 s
+# at most, seconds in fact), test-gpu at most
 # TEST_GPU_LIMIT_S=240 s (137 s in run 4's last call, more now), the sanitizer
 # SANITIZE_BUDGET_S=60 s (with 30 s of grace), three 30 s A/B runs, and the
 # benchmarks whatever of DEVICE_LIMIT_S=590 s those leave, less 20 s, and
@@ -121,6 +122,16 @@ if [ -x "$B/cuda/wgmma_probe" ]; then
         echo "NOTE: the device reads the warpgroup descriptors otherwise: SG_WGMMA_SWAP=$swap for the rest of the run (fix wg_desc_core's readings)"
     fi
 fi
+# Where the attention kernels' cycles go (bench_gpu --attn-trace,
+# kernels/cuda/attention_trace.h): the phase clocks of the mma kernels and
+# of the pipelined warpgroup forward (SG_ATTN_WGMMA=2) at the 124M shape,
+# baseline and combo2, seconds; early, since it says what to change next.
+# The log goes into bench-gpu.tgz and is printed here.
+mkdir -p /tmp/bench-gpu
+timeout 90 "$B/cuda/bench_gpu" --no-train --attn-tiles mma,wgmma2 --attn-trace --attn-iters 20 \
+    --json /tmp/bench-gpu/attn-trace.json >/tmp/bench-gpu/attn-trace.log 2>&1
+echo "attention phase clocks: exit $?"
+sed -n '/^attention phase clocks/,$p' /tmp/bench-gpu/attn-trace.log
 # A first look at cuDNN's graphs (SG_ATTN=cudnn), with the frontend's and
 # the library's own logs on (both go into bench-gpu.tgz): combo2's
 # gradients at d 64, which builds the forward and backward graphs with the

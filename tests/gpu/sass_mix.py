@@ -29,7 +29,12 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "build", "sass-tools")
-CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "LDS", "LDSM", "LDGSTS", "F2FP", "SHFL"]
+CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "LDS", "LDSM", "LDGSTS", "F2FP", "SHFL",
+           "CLOCK"]
+# CLOCK is no opcode: the reads of the cycle counter or the global timer
+# (CS2R, S2R or S2UR of SR_CLOCKLO, SR_GLOBALTIMERLO ...), which only the
+# traced attention kernels have (kernels/cuda/attention_trace.h)
+CLOCK = re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)")
 
 
 def fail(msg):
@@ -146,6 +151,8 @@ def mix(text):
         if m and name:
             kernels[name][m.group(1)] += 1
             kernels[name]["ALL"] += 1
+            if CLOCK.search(line):
+                kernels[name]["CLOCK"] += 1
     return kernels
 
 
