@@ -491,6 +491,22 @@ static AttnResult bench_attention(const Arm *arm, int B, int T0, int H, int d, i
     return r;
 }
 
+/* The environment that selects a tile set of --attn-tiles (SG_ATTN and its
+ * variants, kernels/cuda/attention_cuda.h): mma16 one m-tile a warp,
+ * mma-dqs dQ from the stored dS, wgmma and wgmma2 the forward and the dK/dV
+ * kernel on Hopper's warpgroup products (attention_fwd_wgmma.cu; wgmma2 the
+ * pipelined forward); NULL: all unset, the defaults */
+static void attn_tiles_env(const char *tn) {
+    if (tn) setenv("SG_ATTN", !strcmp(tn, "wmma") ? "wmma" : !strcmp(tn, "cudnn") ? "cudnn" : "mma", 1);
+    else unsetenv("SG_ATTN");
+    if (tn && !strcmp(tn, "mma16")) setenv("SG_ATTN_WARP_ROWS", "16", 1);
+    else unsetenv("SG_ATTN_WARP_ROWS");
+    if (tn && !strcmp(tn, "mma-dqs")) setenv("SG_ATTN_DQ", "stored", 1);
+    else unsetenv("SG_ATTN_DQ");
+    if (tn && !strncmp(tn, "wgmma", 5)) setenv("SG_ATTN_WGMMA", tn[5] == '2' ? "2" : "1", 1);
+    else unsetenv("SG_ATTN_WGMMA");
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
@@ -770,16 +786,7 @@ int main(int argc, char **argv) {
         for (char *tn = strtok(order, ","); tn; tn = strtok(NULL, ",")) {
             int ki = 0;
             while (strcmp(tiles[ki], tn)) ki++;
-            setenv("SG_ATTN", ki == 0 ? "wmma" : ki == 4 ? "cudnn" : "mma", 1);
-            if (ki == 2) setenv("SG_ATTN_WARP_ROWS", "16", 1);
-            else unsetenv("SG_ATTN_WARP_ROWS");
-            if (ki == 3) setenv("SG_ATTN_DQ", "stored", 1);
-            else unsetenv("SG_ATTN_DQ");
-            /* the mma tiles with the forward and the dK/dV kernel on Hopper's
-             * warpgroup products (attention_fwd_wgmma.cu; wgmma2: the
-             * pipelined forward) */
-            if (ki >= 5) setenv("SG_ATTN_WGMMA", ki == 5 ? "1" : "2", 1);
-            else unsetenv("SG_ATTN_WGMMA");
+            attn_tiles_env(tn);
             if (js) fprintf(js, ", \"%s\": {", keys[ki]);
             int first = 1;
             for (int ai = 0; ai < arm_count(); ai++) {
@@ -801,10 +808,7 @@ int main(int argc, char **argv) {
             }
             if (js) fprintf(js, "}");
         }
-        unsetenv("SG_ATTN");
-        unsetenv("SG_ATTN_WARP_ROWS");
-        unsetenv("SG_ATTN_DQ");
-        unsetenv("SG_ATTN_WGMMA");
+        attn_tiles_env(NULL);
         printf("\n");
     }
     if (do_trace) {
@@ -825,13 +829,7 @@ int main(int argc, char **argv) {
                 printf("%s: no phase clocks\n", tn);
                 continue;
             }
-            setenv("SG_ATTN", "mma", 1);
-            if (!strcmp(tn, "mma16")) setenv("SG_ATTN_WARP_ROWS", "16", 1);
-            else unsetenv("SG_ATTN_WARP_ROWS");
-            if (!strcmp(tn, "mma-dqs")) setenv("SG_ATTN_DQ", "stored", 1);
-            else unsetenv("SG_ATTN_DQ");
-            if (!strncmp(tn, "wgmma", 5)) setenv("SG_ATTN_WGMMA", tn[5] == '2' ? "2" : "1", 1);
-            else unsetenv("SG_ATTN_WGMMA");
+            attn_tiles_env(tn);
             for (int ai = 0; ai < arm_count(); ai++) {
                 const Arm *arm = arm_at(ai);
                 if (!listed(arms_arg, arm->name)) continue;
@@ -877,10 +875,7 @@ int main(int argc, char **argv) {
             }
         }
         if (js) fprintf(js, "}");
-        unsetenv("SG_ATTN");
-        unsetenv("SG_ATTN_WARP_ROWS");
-        unsetenv("SG_ATTN_DQ");
-        unsetenv("SG_ATTN_WGMMA");
+        attn_tiles_env(NULL);
         printf("\n");
     }
     if (js) {
