@@ -131,6 +131,17 @@ else
     check '[ -n "$plain" ] && [ -z "$clocked" ]' "no plain mma attention kernel reads a clock:"$'\n'"$clocked"
     check '[ "$(wc -l <<<"$traced")" -eq 20 ] && [ -z "$unclocked" ]' \
         "the 20 traced mma attention kernels (forward 6, dQ 6, dK/dV 8 at d 64 and 128) read the clocks ($(wc -l <<<"$traced") found):"$'\n'"$unclocked"
+    # the backward's pipelined strips (SG_ATTN_BWD_PIPE=1; SP, the template
+    # argument before TR, Lb1ELb0EE): at d 64, dK/dV 4 and dQ 4, each laying
+    # out twice its plain twin's score products before its first
+    # exponential (sass_mix's LEAD): the next strip's products go before
+    # this strip's softmax, and ptxas did not sink them back
+    piped=$(grep -E '^_Z[0-9]+attn_bwd_(dq|dkdv)_mma_kernel.*Lb1ELb0EEv' <<<"$mma")
+    unpiped=$(awk 'NR == FNR { n = $1; sub(/Lb0ELb0EEv.*/, "", n); if ($1 ~ /Lb0ELb0EEv/) lead[n] = $NF; next }
+                   { n = $1; sub(/Lb1ELb0EEv.*/, "", n); if (!(n in lead) || $NF != 2 * lead[n]) print $1, "LEAD", $NF, "plain", lead[n] }' \
+              <(cat <<<"$mma") <(cat <<<"$piped"))
+    check '[ "$(wc -l <<<"$piped")" -eq 8 ] && [ -z "$unpiped" ]' \
+        "the 8 pipelined mma backward kernels issue two strips' score products before the first exponential ($(wc -l <<<"$piped") found):"$'\n'"$unpiped"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
     # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the

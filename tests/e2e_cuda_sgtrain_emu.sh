@@ -202,6 +202,8 @@ for cfg in "d16:$D16" "d64:$D64"; do
             -o "$W/emu-$name-$arm-wgmma2.st"
         job nokeep-$name-$arm env SG_MATMUL_KEEP=0 "$EMU" "${G[@]}" -o "$W/nokeep-$name-$arm.st"
         job dqs-$name-$arm env SG_ATTN=mma SG_ATTN_DQ=stored SG_MATMUL_STATS=1 "$EMU" "${G[@]}" -o "$W/dqs-$name-$arm.st"
+        [ $name = d64 ] && job bp-$name-$arm env SG_ATTN=mma SG_ATTN_BWD_PIPE=1 SG_MATMUL_STATS=1 "$EMU" "${G[@]}" \
+            -o "$W/bp-$name-$arm.st"
     done
     for arm in baseline renorm normgate projgate combo2; do
         for tiles in mma cudnn; do
@@ -388,6 +390,15 @@ for name in d16 d64; do
         check 'cmp -s "$W/dqs-$name-$arm.st" "$W/emu-$name-$arm-mma.st" && grep -q "^sg attention: 2 backwards formed dQ from the stored dS$" "$W/dqs-$name-$arm.log"' \
             "$name $arm SG_ATTN_DQ=stored: 2 backwards took dQ from the stored dS, gradients bitwise those recomputing it"$'\n'"$(cat "$W/dqs-$name-$arm.log")"
     done
+done
+# SG_ATTN_BWD_PIPE=1: the backward's strips pipelined, the same bits
+# (kernels/cuda/attention_bwd_mma.cu), for every arm at d 64 (at d 16 the
+# plain strips run): each backward's dK/dV and dQ kernels so (renorm's
+# log-bias included; the value gates' epilogue for normgate, projgate,
+# combo and combo2)
+for arm in $ARMS; do
+    check 'cmp -s "$W/bp-d64-$arm.st" "$W/emu-d64-$arm-mma.st" && grep -q "^sg attention: 4 backward kernels ran with their strips pipelined (SG_ATTN_BWD_PIPE=1)$" "$W/bp-d64-$arm.log"' \
+        "d64 $arm SG_ATTN_BWD_PIPE=1: 4 kernels pipelined, gradients bitwise the plain strips'"$'\n'"$(cat "$W/bp-d64-$arm.log")"
 done
 # SG_MATMUL_TUNE=1: the emulated heuristic offers 4 algorithms a shape, the
 # first choice, one with its bits (1), and two that look faster but round
@@ -682,11 +693,12 @@ check '[ "$(crc "$W/s2")" = "$(crc "$W/n2")" ] || awk -v a="$(losses "$W/s2" | t
 env -u SG_ATTN "$EMU" "${G64[@]}" --arm combo2 -o "$W/default-combo2.st" >"$W/default-combo2.log" 2>&1; rc=$?
 check '[ $rc -eq 0 ] && cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-mma.st" && ! cmp -s "$W/default-combo2.st" "$W/emu-d64-combo2-wmma.st"' \
     "d64 combo2 with SG_ATTN unset: the mma tiles' gradients bitwise, not wmma's (exit $rc)"$'\n'"$(tail -n 3 "$W/default-combo2.log")"
-# a bad SG_ATTN or SG_ATTN_DQ: exit 2 before the run directory exists
+# a bad value of any of them: exit 2 before the run directory exists
 bad_env SG_ATTN fast
 bad_env SG_ATTN_DQ store
 bad_env SG_ATTN_WARP_ROWS 24
 bad_env SG_ATTN_WGMMA yes 3
+bad_env SG_ATTN_BWD_PIPE on 2
 bad_env SG_WGMMA_SWAP 4 x
 
 # NCCL refuses two ranks on one GPU: a clear message and a non-zero exit
@@ -840,7 +852,8 @@ check '[ -z "$mis" ]' "tests/cudnn/graphs.txt: every operand 16-byte aligned:"$'
 # bench_gpu --attn-trace (kernels/cuda/attention_trace.h) end to end, at a
 # shape the emulator runs in seconds: B 1, T 130 (131 with combo2's sink
 # token), H 2, d 64, under the mma tiles and the pipelined warpgroup
-# forward.  Every warp's record written and consistent, each kernel's
+# forward (and the backward's pipelined strips, timed but not traced).
+# Every warp's record written and consistent, each kernel's
 # shares adding up to 1, its warps and tiles those of the grid, per head:
 # the mma forward 2 blocks of 4 warps, 18 tiles (3 + 0 + 0 + 0 in the last
 # query tile, 1 + 1 + 2 + 2 in the first); the pipelined one 2 blocks of 8
@@ -848,11 +861,12 @@ check '[ -z "$mis" ]' "tests/cudnn/graphs.txt: every operand 16-byte aligned:"$'
 # 12 + 8 + 1 (on the warpgroup products under wgmma2: not traced); dQ 3
 # blocks of 2 warps, 3 + 4 + 2.
 if [ -x "$W/bench_gpu" ]; then
-    timeout 300 "$W/bench_gpu" --no-train --attn-tiles mma,wgmma2 --attn-trace --attn-shape 1,130,2,64 \
+    timeout 300 "$W/bench_gpu" --no-train --attn-tiles mma,mma-bp,wgmma2 --attn-trace --attn-shape 1,130,2,64 \
         --attn-iters 1 --json "$W/trace.json" >"$W/trace.log" 2>&1; rc=$?
     v=$(python3 - "$W/trace.json" <<'PYEOF' 2>&1
 import json, sys
-t = json.load(open(sys.argv[1]))["attention"]["trace"]
+a = json.load(open(sys.argv[1]))["attention"]
+t = a["trace"]
 want = {"mma": {"forward": (16, 18), "dK/dV": (24, 42), "dQ": (12, 18)},
         "wgmma2": {"forward": (32, 80), "dQ": (12, 18)}}
 bad = []
@@ -870,13 +884,17 @@ for arm in ("baseline", "combo2"):
                            f"inconsistent {x['inconsistent']} shares {share}")
         if not run["traced_fwd_ms"] > 0 or not run["fwd_ms"] > 0:
             bad.append(f"{arm}/{tiles_set}: times {run}")
+    # the pipelined strips (SG_ATTN_BWD_PIPE=1): timed, not traced
+    if not a.get("arms_mma_bp", {}).get(arm, {}).get("bwd_ms", 0) > 0 or f"{arm}/mma-bp" in t:
+        bad.append(f"{arm}/mma-bp: {a.get('arms_mma_bp')} traced {f'{arm}/mma-bp' in t}")
 print("; ".join(bad) or "ok")
 PYEOF
 )
     check '[ $rc -eq 0 ] && [ "$v" = ok ] && grep -q "^  forward: attn_fwd_mma (2 m-tiles a warp)$" "$W/trace.log" &&
            grep -q "^  forward: attn_fwd_wgmma_pipe_kernel$" "$W/trace.log" &&
            grep -q "^  dK/dV: not traced" "$W/trace.log" &&
-           grep -q "^  dK/dV: attn_bwd_dkdv_mma$" "$W/trace.log" && grep -q "^    softmax " "$W/trace.log"' \
+           grep -q "^  dK/dV: attn_bwd_dkdv_mma$" "$W/trace.log" && grep -q "^    softmax " "$W/trace.log" &&
+           grep -q "^mma-bp: no phase clocks" "$W/trace.log"' \
         "bench_gpu --attn-trace: exit $rc, the JSON $v:"$'\n'"$(tail -n 12 "$W/trace.log")"
     # its bad flags: exit 2 and the reason, before any device work
     for args in "--attn-shape 1,130,2" "--attn-shape 1,130,2,64,1" "--attn-shape 1,0,2,64" "--attn-shape 1,130,2,256" \

@@ -187,6 +187,40 @@ static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&
     lo[0] = a[0], hi[0] = a[1], lo[4] = a[2], hi[4] = a[3]; /* [4]: 8 queries on */
 }
 
+/* dkdv's strip once its S^T (st) and dP^T (dpt) are formed: P^T and dS^T
+ * (attn_dkdv_probs, masked or not) packed into the A operands pa and dsa,
+ * and dS^T stored into the tile dst if there is one. */
+template <bool LB>
+static __device__ __forceinline__ void attn_dkdv_elem(tc_reg (&pa)[4], tc_reg (&dsa)[4], float (&st)[2][4],
+                                                      float (&dpt)[2][4], float (&colsum)[2], const float *Ls,
+                                                      const float *Ds, const float (&lbj)[2], float scale_log2,
+                                                      bool mask, int m0, int q0, const int (&key)[2], int T, int tq,
+                                                      sg_bf16 *dst, int warp, int lane) {
+    if (mask) attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, scale_log2, m0, q0, key, T, tq);
+    else attn_dkdv_probs<false, LB>(st, dpt, colsum, Ls, Ds, lbj, scale_log2, m0, q0, key, T, tq);
+    tc_acc_to_a(pa, st);
+    tc_acc_to_a(dsa, dpt);
+    if (dst) attn_st_ds(dst, dsa, warp * 16, m0, lane);
+}
+
+/* dV_w += P^T dO_m and dK_w += dS^T Q_m for the strip of queries m0 ..
+ * m0+15 of the tile (dO and Q read transposed from shared memory) */
+template <int NF, int LD>
+static __device__ __forceinline__ void attn_dkdv_products(float (&dva)[2 * NF][4], float (&dka)[2 * NF][4],
+                                                          const tc_reg (&pa)[4], const tc_reg (&dsa)[4],
+                                                          const sg_bf16 *Qs, const sg_bf16 *dOs, int m0, int lane) {
+#pragma unroll
+    for (int nd = 0; nd < NF; ++nd) {
+        tc_reg ob[4], qb[4];
+        tc_load_b<LD>(ob, dOs, m0, nd * 16, lane);
+        tc_mma(dva[2 * nd], pa, ob);
+        tc_mma(dva[2 * nd + 1], pa, ob + 2);
+        tc_load_b<LD>(qb, Qs, m0, nd * 16, lane);
+        tc_mma(dka[2 * nd], dsa, qb);
+        tc_mma(dka[2 * nd + 1], dsa, qb + 2);
+    }
+}
+
 /* Stored dS tile (kt, qt) of (b,h) slice bh (attention_cuda.h,
  * attn_ds_bytes): the triangle's rows of tiles one after another, so the
  * tiles kt = 0 .. qt of a query tile are contiguous. */
@@ -298,6 +332,8 @@ static __device__ __forceinline__ void attn_gate_partial(const float (&dwp)[DP /
 
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
+static long g_bwd_piped; /* dK/dV and dQ launches with the strips pipelined */
+extern "C" long sg_attn_bwd_piped(void) { return g_bwd_piped; }
 
 /* Where a dK/dV block works, as both kernels derive it: key tile kt, head
  * h, sequence b, the thread's warp and lane (gq = lane / 4, tq = lane % 4),
@@ -365,15 +401,19 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
 }
 
 /* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
- * (attn_gate_bwd_rows; with no log-bias), or 0 */
-template <int DP, bool LB, int GK, bool TR>
-static __global__ void __launch_bounds__(ATTN_NT)
+ * (attn_gate_bwd_rows; with no log-bias), or 0.  SP: the strips
+ * pipelined (SG_ATTN_BWD_PIPE=1, head dim 64), the same sums in the same order;
+ * at most 168 registers, so that three blocks (12 warps) fit an SM as
+ * they do without it. */
+template <int DP, bool LB, int GK, bool SP, bool TR>
+static __global__ void __launch_bounds__(ATTN_NT, SP ? 3 : 1)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
                              const float *__restrict__ logbias, sg_bf16 *__restrict__ tk, sg_bf16 *__restrict__ tv,
                              sg_bf16 *__restrict__ ds, AttnGeom g, const AttnGateEpi epi, KtraceRec *trace) {
     static_assert(!(GK && LB), "the value gates have no log-bias");
+    static_assert(!(SP && TR), "the clocks' laps would undo the pipelining");
     AttnClock<TR> clk; /* TR: the traced instantiation (attention_trace.h) */
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE;
@@ -424,43 +464,50 @@ static __global__ void __launch_bounds__(ATTN_NT)
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
         sg_bf16 *const dst = ds ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
-        {
-            /* below the diagonal tile every i > j; only the last tile has rows past T */
-            const bool mask = qt == p.kt || q0 + ATTN_BQ > T;
+        /* below the diagonal tile every i > j; only the last tile has rows past T */
+        const bool mask = qt == p.kt || q0 + ATTN_BQ > T;
+        /* strip m's S^T and dP^T, formed: the rest of its work */
+        auto rest = [&](int m, float(&st)[2][4], float(&dpt)[2][4]) {
+            tc_reg pa[4], dsa[4];
+            attn_dkdv_elem<LB>(pa, dsa, st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, mask, m * 16, q0, p.key, T,
+                               p.tq, dst, p.warp, p.lane);
+            clk.template lap<AT_ELEM>();
+            attn_dkdv_products<NF, LD>(dva, dka, pa, dsa, Qs, dOs, m * 16, p.lane);
+            clk.hold(dva[DP / 8 - 1][3]), clk.hold(dka[DP / 8 - 1][3]);
+            clk.template lap<AT_PROD2>();
+        };
+        /* the strips with work: a query at or past a key of the warp's
+         * (mi0 + 15 >= kw0) and before T; a contiguous run [mlo, mhi] */
+        int mlo = ATTN_BQ / 16, mhi = -1;
+        for (int m = 0; m < ATTN_BQ / 16; ++m) {
+            const int mi0 = q0 + m * 16;
+            if (active && mi0 + 15 >= p.kw0 && mi0 < T) mlo = mhi < 0 ? m : mlo, mhi = m;
+            else if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
+        }
+        if constexpr (SP) {
+            /* strip m + 1's products issued before strip m's exponentials,
+             * so that they run while those do: two strips' S^T and dP^T in
+             * registers (a and b), each strip's sums in the order below */
+            if (mlo <= mhi) {
+                float sa[2][4], da[2][4], sb[2][4], db[2][4];
+                attn_two_products<NF, LD>(sa, da, ka, va, Qs, dOs, mlo * 16, p.lane);
 #pragma unroll 1
-            for (int m = 0; m < ATTN_BQ / 16; ++m) {
-                const int mi0 = q0 + m * 16;
-                /* keys past T, or a strip wholly above the diagonal (every i < every j) or past T */
-                if (!active || mi0 + 15 < p.kw0 || mi0 >= T) {
-                    if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
-                    continue;
+                for (int m = mlo; m <= mhi; m += 2) {
+                    if (m + 1 <= mhi) attn_two_products<NF, LD>(sb, db, ka, va, Qs, dOs, (m + 1) * 16, p.lane);
+                    rest(m, sa, da);
+                    if (m + 1 > mhi) break;
+                    if (m + 2 <= mhi) attn_two_products<NF, LD>(sa, da, ka, va, Qs, dOs, (m + 2) * 16, p.lane);
+                    rest(m + 1, sb, db);
                 }
-                float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries mi0 .. mi0+15 */
+            }
+        } else {
+#pragma unroll 1
+            for (int m = mlo; m <= mhi; ++m) {
+                float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries q0 + 16m .. q0 + 16m + 15 */
                 attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
                 clk.hold(st[1][3]), clk.hold(dpt[1][3]);
                 clk.template lap<AT_PROD1>();
-                /* element e of st[n]: key key[e >> 1], query mi0 + 8n + 2tq + (e & 1) */
-                if (mask)
-                    attn_dkdv_probs<true, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
-                else
-                    attn_dkdv_probs<false, LB>(st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, m * 16, q0, p.key, T, p.tq);
-                tc_reg pa[4], dsa[4];
-                tc_acc_to_a(pa, st);
-                tc_acc_to_a(dsa, dpt);
-                if (dst) attn_st_ds(dst, dsa, p.warp * 16, m * 16, p.lane);
-                clk.template lap<AT_ELEM>();
-#pragma unroll
-                for (int nd = 0; nd < NF; ++nd) {
-                    tc_reg ob[4], qb[4];
-                    tc_load_b<LD>(ob, dOs, m * 16, nd * 16, p.lane);
-                    tc_mma(dva[2 * nd], pa, ob);
-                    tc_mma(dva[2 * nd + 1], pa, ob + 2);
-                    tc_load_b<LD>(qb, Qs, m * 16, nd * 16, p.lane);
-                    tc_mma(dka[2 * nd], dsa, qb);
-                    tc_mma(dka[2 * nd + 1], dsa, qb + 2);
-                }
-                clk.hold(dva[DP / 8 - 1][3]), clk.hold(dka[DP / 8 - 1][3]);
-                clk.template lap<AT_PROD2>();
+                rest(m, st, dpt);
             }
         }
         if (active) clk.tile();
@@ -664,6 +711,32 @@ struct DqMma {
     static constexpr int NT = 32 * ATTN_BQ / (16 * MT);
 };
 
+/* S = Q_w K_n^T and dP = dO_w V_n^T for the 16 keys n*16 .. n*16+15 of the
+ * K and V tiles (read transposed), qa and oa a warp's MT m-tiles of Q and
+ * dO as NF k-step A operands */
+template <int NF, int MT, int LD>
+static __device__ __forceinline__ void attn_dq_scores(float (&s)[MT][2][4], float (&dp)[MT][2][4],
+                                                      const tc_reg (&qa)[MT][NF][4], const tc_reg (&oa)[MT][NF][4],
+                                                      const sg_bf16 *Ks, const sg_bf16 *Vs, int n, int lane) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[i][0][e] = s[i][1][e] = dp[i][0][e] = dp[i][1][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < NF; ++kk) {
+        tc_reg kb[4], vb[4];
+        tc_load_bt<LD>(kb, Ks, n * 16, kk * 16, lane);
+        tc_load_bt<LD>(vb, Vs, n * 16, kk * 16, lane);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            tc_mma(s[i][0], qa[i][kk], kb);
+            tc_mma(s[i][1], qa[i][kk], kb + 2);
+            tc_mma(dp[i][0], oa[i][kk], vb);
+            tc_mma(dp[i][1], oa[i][kk], vb + 2);
+        }
+    }
+}
+
 /* dQ_w += dS K for the 16 keys n*16 .. n*16+15 of the K tile Ks (those
  * from kn0 on), dsa[i] the strip's dS as the A operand of m-tile i: what
  * both dq kernels do with their dS, in one order, so that the same dS
@@ -695,12 +768,14 @@ static __device__ __forceinline__ void attn_dq_store(float *__restrict__ dq, sg_
                           twq ? twq + row0 * g.q_stride + ho : nullptr, g.f32);
 }
 
-template <int DP, int MT, bool LB, bool TR>
+/* SP: the strips pipelined (SG_ATTN_BWD_PIPE=1), as in the dkdv kernel */
+template <int DP, int MT, bool LB, bool SP, bool TR>
 static __global__ void __launch_bounds__(DqMma<MT>::NT)
     attn_bwd_dq_mma_kernel(float *__restrict__ dq, const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                            const float *__restrict__ lse, const float *__restrict__ D,
                            const float *__restrict__ logbias, sg_bf16 *__restrict__ twq, AttnGeom g,
                            KtraceRec *trace) {
+    static_assert(!(SP && TR), "the clocks' laps would undo the pipelining");
     AttnClock<TR> clk; /* TR: the traced instantiation (attention_trace.h) */
     typedef BwdMmaLayout<DP> L;
     constexpr int NF = DP / 16, LD = L::LDH, TE = L::TE, NT = DqMma<MT>::NT, RW = 16 * MT;
@@ -760,32 +835,17 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         const float *lbs = sm.lb2 + cur * ATTN_BK;
 
         if (active) {
-#pragma unroll 1
-            for (int n = 0; n < ATTN_BK / 16; ++n) {
-                const int kn0 = k0 + n * 16;
-                /* strips past the warp's last query, or past T, and all after them */
-                if (kn0 > wlast || kn0 >= T) break;
-                /* S, dP: queries x keys kn0 .. kn0+15, per m-tile */
-                float s[MT][2][4], dp[MT][2][4];
-#pragma unroll
-                for (int i = 0; i < MT; ++i)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[i][0][e] = s[i][1][e] = dp[i][0][e] = dp[i][1][e] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < NF; ++kk) {
-                    tc_reg kb[4], vb[4];
-                    tc_load_bt<LD>(kb, Ks, n * 16, kk * 16, lane);
-                    tc_load_bt<LD>(vb, Vs, n * 16, kk * 16, lane);
-#pragma unroll
-                    for (int i = 0; i < MT; ++i) {
-                        tc_mma(s[i][0], qa[i][kk], kb);
-                        tc_mma(s[i][1], qa[i][kk], kb + 2);
-                        tc_mma(dp[i][0], oa[i][kk], vb);
-                        tc_mma(dp[i][1], oa[i][kk], vb + 2);
-                    }
-                }
-                clk.hold(s[MT - 1][1][3]), clk.hold(dp[MT - 1][1][3]);
-                clk.template lap<AT_PROD1>();
+            /* the strips with work: keys from kn0 = k0 + 16n on that some
+             * query of the warp sees (kn0 <= wlast) and before T, n = 0 .. nhi */
+            int nhi = -1;
+            for (int n = 0; n < ATTN_BK / 16; ++n)
+                if (k0 + n * 16 <= wlast && k0 + n * 16 < T) nhi = n;
+            /* S, dP of strip n (queries x keys k0 + 16n .. k0 + 16n + 15), per m-tile */
+            auto scores = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4]) {
+                attn_dq_scores<NF, MT, LD>(s, dp, qa, oa, Ks, Vs, n, lane);
+            };
+            /* strip n's S and dP, formed: dS, then dQ += dS K */
+            auto rest = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4]) {
                 /* element e of s[i][nt]: query row[i][e >> 1], key kn0 + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */
@@ -794,17 +854,41 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                 for (int i = 0; i < MT; ++i) {
                     if (kt == qt)
                         attn_dq_dscores<true, LB>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i], T,
-                                              tq);
+                                                  tq);
                     else
                         attn_dq_dscores<false, LB>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i],
-                                               T, tq);
+                                                   T, tq);
                     tc_acc_to_a(dsa[i], dp[i]);
                 }
                 clk.template lap<AT_ELEM>();
-                attn_dq_products<NF, MT, LD>(dqa, dsa, Ks, n, kn0, qw0, lane);
+                attn_dq_products<NF, MT, LD>(dqa, dsa, Ks, n, k0 + n * 16, qw0, lane);
 #pragma unroll
                 for (int i = 0; i < MT; ++i) clk.hold(dqa[i][DP / 8 - 1][3]);
                 clk.template lap<AT_PROD2>();
+            };
+            if constexpr (SP) {
+                /* as the dkdv kernel's: strip n + 1's products before strip n's exponentials */
+                if (nhi >= 0) {
+                    float sa[MT][2][4], da[MT][2][4], sb[MT][2][4], db[MT][2][4];
+                    scores(0, sa, da);
+#pragma unroll 1
+                    for (int n = 0; n <= nhi; n += 2) {
+                        if (n + 1 <= nhi) scores(n + 1, sb, db);
+                        rest(n, sa, da);
+                        if (n + 1 > nhi) break;
+                        if (n + 2 <= nhi) scores(n + 2, sa, da);
+                        rest(n + 1, sb, db);
+                    }
+                }
+            } else {
+#pragma unroll 1
+                for (int n = 0; n <= nhi; ++n) {
+                    float s[MT][2][4], dp[MT][2][4];
+                    scores(n, s, dp);
+                    clk.hold(s[MT - 1][1][3]), clk.hold(dp[MT - 1][1][3]);
+                    clk.template lap<AT_PROD1>();
+                    rest(n, s, dp);
+                }
             }
             clk.tile();
         }
@@ -906,14 +990,19 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     if (gate && lb) sg_cuda_fail(__FILE__, __LINE__, "op_attention_gate_bwd", "a value gate with a log-bias");
     const long blocks = (long)grid.x * grid.y * grid.z;
     KtraceRec *trace = nullptr; /* the traced kernels' records (attention_trace.h) */
-    auto mma_dkdv = [&](auto tr) {
-        constexpr bool TR = decltype(tr)::value;
-        return lb                        ? attn_bwd_dkdv_mma_kernel<DP, true, 0, TR>
-               : !gate                   ? attn_bwd_dkdv_mma_kernel<DP, false, 0, TR>
-               : gate->kind == GATE_NORM ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM, TR>
-                                         : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ, TR>;
+    auto mma_dkdv = [&](auto sp, auto tr) {
+        constexpr bool SP = decltype(sp)::value, TR = decltype(tr)::value;
+        return lb                        ? attn_bwd_dkdv_mma_kernel<DP, true, 0, SP, TR>
+               : !gate                   ? attn_bwd_dkdv_mma_kernel<DP, false, 0, SP, TR>
+               : gate->kind == GATE_NORM ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM, SP, TR>
+                                         : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ, SP, TR>;
     };
-    auto dkdv = mma_dkdv(std::false_type{});
+    /* the pipelined strips at head dim 64, the tiers' (at 128 the second
+     * strip's registers would spill) */
+    const bool sp = DP == 64 && attn_bwd_pipe();
+    auto dkdv = mma_dkdv(std::false_type{}, std::false_type{});
+    if constexpr (DP == 64)
+        if (sp) dkdv = mma_dkdv(std::true_type{}, std::false_type{});
     bool wgmma = false;
     if constexpr (DP == 64)
         if (attn_wgmma_ok()) {
@@ -928,15 +1017,17 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
             else pick(std::false_type{});
             wgmma = true;
         }
+    bool dkdv_sp = sp && !wgmma;
     if constexpr (DP >= 64)
         if (!wgmma && (trace = attn_trace_slot(ATTN_TRACE_DKDV, blocks, ATTN_NT, "attn_bwd_dkdv_mma")))
-            dkdv = mma_dkdv(std::true_type{});
+            dkdv = mma_dkdv(std::false_type{}, std::true_type{}), dkdv_sp = false;
     attn_smem_attr(dkdv, smem);
     const AttnGateEpi epi = gate ? *gate : AttnGateEpi{};
     dkdv<<<grid, ATTN_NT, smem, sg_stream()>>>(dk, dv, dlogbias, op[0], op[1], op[2], op[3], lse, D, a->logbias, tk,
                                                tv, ds, g, epi, trace);
     CUDA_LAUNCHED();
     if (wgmma) attn_wgmma_count(1);
+    g_bwd_piped += dkdv_sp;
     attn_by_mtiles<DP>([&](auto mt) {
         constexpr int MT = decltype(mt)::value;
         if (ds) {
@@ -947,16 +1038,25 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
             g_dq_stored++;
             return;
         }
-        auto dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, false> : attn_bwd_dq_mma_kernel<DP, MT, false, false>;
+        auto dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, false, false>
+                      : attn_bwd_dq_mma_kernel<DP, MT, false, false, false>;
+        if constexpr (DP == 64)
+            if (sp)
+                dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, true, false>
+                         : attn_bwd_dq_mma_kernel<DP, MT, false, true, false>;
         KtraceRec *tq = nullptr;
+        bool dq_sp = sp;
         if constexpr (DP >= 64)
             if ((tq = attn_trace_slot(ATTN_TRACE_DQ, blocks, DqMma<MT>::NT,
                                       MT == 2 ? "attn_bwd_dq_mma (2 m-tiles a warp)" : "attn_bwd_dq_mma (1 m-tile a warp)")))
-                dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, true> : attn_bwd_dq_mma_kernel<DP, MT, false, true>;
+                dqk = lb ? attn_bwd_dq_mma_kernel<DP, MT, true, false, true>
+                         : attn_bwd_dq_mma_kernel<DP, MT, false, false, true>,
+                dq_sp = false;
         attn_smem_attr(dqk, smem);
         dqk<<<grid, DqMma<MT>::NT, smem, sg_stream()>>>(dq, op[0], op[1], op[2], op[3], lse, D, a->logbias, twin, g,
                                                         tq);
         CUDA_LAUNCHED();
+        g_bwd_piped += dq_sp;
     });
 }
 

@@ -396,6 +396,13 @@ int attn_warp_rows(void);
  * kernel only multiplies them by K, one product a strip, at the price of
  * writing and reading dS once (attn_ds_bytes).  Read at every call. */
 bool attn_dq_stored(void);
+/* SG_ATTN_BWD_PIPE=1: the mma backward's dK/dV and dQ kernels (head dim
+ * 64) issue each strip's two score products before the previous
+ * strip's exponentials and second products, so that the tensor cores work
+ * while the softmax does: two strips' scores in registers at once.  The
+ * same operations on every sum in the same order, so the same bits.  0
+ * (the default) until a GPU has measured it.  Read at every call. */
+bool attn_bwd_pipe(void);
 /* The stored dS of a backward: per (b,h) the tiles of the causal triangle
  * (key tile kt <= query tile qt), row qt after row qt - 1, each 64 keys x
  * 64 queries, row-major by key.  Above ATTN_DS_MAX_BYTES (1 GiB: 124M at

@@ -227,6 +227,16 @@ static int attn_dq_env(void) {
 }
 #define ATTN_DQ_ERROR "SG_ATTN_DQ must be \"recompute\" (the default) or \"stored\" (how the mma backward gets dQ)"
 
+/* 1 on, 0 off or unset, -1 anything else */
+static int attn_bwd_pipe_env(void) {
+    const char *e = getenv("SG_ATTN_BWD_PIPE");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    return !strcmp(e, "1") ? 1 : -1;
+}
+#define ATTN_BWD_PIPE_ERROR                                                                                     \
+    "SG_ATTN_BWD_PIPE must be 0 (the default) or 1 (the mma backward kernels issue a strip's score products " \
+    "before the previous strip's exponentials)"
+
 /* 1 or 2 on, 0 off or unset, -1 anything else */
 static int attn_wgmma_env(void) {
     const char *e = getenv("SG_ATTN_WGMMA");
@@ -247,7 +257,7 @@ static int attn_swap_env(void) {
     "SG_WGMMA_SWAP must be 0 to 3 (bit 0: K-major, bit 1: MN-major operands of the warpgroup kernels take LBO " \
     "and SBO the other way round; tests/gpu/wgmma_probe.cu)"
 
-/* A bad SG_ATTN, SG_ATTN_WARP_ROWS, SG_ATTN_DQ, SG_ATTN_WGMMA or SG_WGMMA_SWAP stops the program as it loads, with
+/* A bad SG_ATTN, SG_ATTN_WARP_ROWS, SG_ATTN_DQ, SG_ATTN_BWD_PIPE, SG_ATTN_WGMMA or SG_WGMMA_SWAP stops the program as it loads, with
  * the usage status, before a run directory exists; attn_use_mma,
  * attn_warp_rows and attn_dq_stored catch one set later. */
 __attribute__((constructor)) static void attn_check_env(void) {
@@ -265,6 +275,10 @@ __attribute__((constructor)) static void attn_check_env(void) {
     }
     if (attn_wgmma_env() < 0) {
         fprintf(stderr, "%s: " ATTN_WGMMA_ERROR "\n", getenv("SG_ATTN_WGMMA"));
+        exit(2);
+    }
+    if (attn_bwd_pipe_env() < 0) {
+        fprintf(stderr, "%s: " ATTN_BWD_PIPE_ERROR "\n", getenv("SG_ATTN_BWD_PIPE"));
         exit(2);
     }
     if (attn_swap_env() < 0) {
@@ -314,6 +328,12 @@ static int attn_tiles(void) {
 }
 bool attn_use_mma(void) { return attn_tiles() >= 1; }
 bool attn_use_cudnn(void) { return attn_tiles() == 2; }
+
+bool attn_bwd_pipe(void) {
+    const int r = attn_bwd_pipe_env();
+    if (r < 0) sg_cuda_fail(__FILE__, __LINE__, "SG_ATTN_BWD_PIPE", ATTN_BWD_PIPE_ERROR);
+    return r == 1;
+}
 
 bool attn_dq_stored(void) {
     const int r = attn_dq_env();

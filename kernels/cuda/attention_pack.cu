@@ -198,6 +198,9 @@ static void print_stats(void) {
     fprintf(stderr, "sg attention: %ld backwards took their forward's packed Q, K, V\n", g_packs_reused);
     fprintf(stderr, "sg attention: %ld operands read in place\n", g_inplace);
     if (sg_attn_dq_stored()) fprintf(stderr, "sg attention: %ld backwards formed dQ from the stored dS\n", sg_attn_dq_stored());
+    if (sg_attn_bwd_piped())
+        fprintf(stderr, "sg attention: %ld backward kernels ran with their strips pipelined (SG_ATTN_BWD_PIPE=1)\n",
+                sg_attn_bwd_piped());
     if (sg_attn_wgmma_calls())
         fprintf(stderr, "sg attention: %ld kernels ran on the warpgroup products (SG_ATTN_WGMMA=%d)\n",
                 sg_attn_wgmma_calls(), attn_wgmma_mode());

@@ -135,6 +135,9 @@ int sg_keep_copies(void);
  * (attention_pack.cu; tests). */
 long sg_attn_packs_reused(void);
 long sg_attn_dq_stored(void);
+/* the mma backward's dK/dV and dQ launches with their strips pipelined
+ * (SG_ATTN_BWD_PIPE=1; attention_bwd_mma.cu) */
+long sg_attn_bwd_piped(void);
 /* the attention kernels launched on Hopper's warpgroup products (SG_ATTN_WGMMA=1; attention_fwd.cu) */
 long sg_attn_wgmma_calls(void);
 /* How many of the mma kernels' q, k, v (and dO) operands were read in

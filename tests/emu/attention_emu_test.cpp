@@ -56,6 +56,7 @@ long sg_matmul_stores_skipped(void);
 void sg_matmul_forget(void);
 long sg_attn_packs_reused(void); /* kernels/cuda/attention_pack.cu */
 long sg_attn_dq_stored(void);    /* kernels/cuda/attention_bwd_mma.cu */
+long sg_attn_bwd_piped(void);    /* kernels/cuda/attention_bwd_mma.cu */
 long sg_attn_gate_fused(void);   /* kernels/cuda/attention_bwd.cu */
 long sg_attn_wgmma_calls(void);  /* kernels/cuda/attention_fwd.cu */
 void cuda_op_attention_gate_bwd(real *dq, real *dk, real *dsink, const real *dout, const real *q, const real *k,
@@ -131,6 +132,20 @@ static bool with_other_dq(F &&f) {
     if (was) setenv("SG_ATTN_DQ", keep.c_str(), 1);
     else unsetenv("SG_ATTN_DQ");
     return stored;
+}
+
+/* f() with SG_ATTN_BWD_PIPE at the choice it does not hold now (the mma
+ * backward's strips pipelined, attention_bwd_mma.cu); true when that was on */
+template <class F>
+static bool with_other_pipe(F &&f) {
+    const char *was = getenv("SG_ATTN_BWD_PIPE");
+    const std::string keep = was ? was : "";
+    const bool on = keep != "1";
+    setenv("SG_ATTN_BWD_PIPE", on ? "1" : "0", 1);
+    f();
+    if (was) setenv("SG_ATTN_BWD_PIPE", keep.c_str(), 1);
+    else unsetenv("SG_ATTN_BWD_PIPE");
+    return on;
 }
 
 /* The traced launches' records (bench_gpu --attn-trace, attention_trace.h)
@@ -420,6 +435,21 @@ static void test_attention(const AttnCase &c) {
         if (d <= 64)
             with_other_dq([&] { with_other_rows([&] { bwd_again("with the other SG_ATTN_DQ and SG_ATTN_WARP_ROWS"); }); });
     }
+    if (mma_tiles && DP == 64) {
+        /* the strips pipelined or not: the same operations on every sum in
+         * the same order, so the same bits; with either rows a warp and dQ
+         * stored or recomputed.  Pipelined, each backward on the mma tiles
+         * runs the dK/dV kernel (unless on the warpgroup products) and the
+         * dq kernel (unless dQ is stored) so. */
+        const long p0 = sg_attn_bwd_piped(), cu0 = sg_attn_cudnn_calls(1), wg0 = sg_attn_wgmma_calls();
+        const bool piped = with_other_pipe([&] { bwd_again("with the other SG_ATTN_BWD_PIPE"); });
+        const bool stored = dqenv && !strcmp(dqenv, "stored");
+        const long want = !piped || sg_attn_cudnn_calls(1) != cu0 ? 0 : (sg_attn_wgmma_calls() == wg0) + !stored;
+        CHECK(sg_attn_bwd_piped() - p0 == want, "%s: %ld kernels ran with the strips pipelined, want %ld",
+              g_tag.c_str(), sg_attn_bwd_piped() - p0, want);
+        with_other_pipe([&] { with_other_rows([&] { bwd_again("with the other SG_ATTN_BWD_PIPE and SG_ATTN_WARP_ROWS"); }); });
+        with_other_pipe([&] { with_other_dq([&] { bwd_again("with the other SG_ATTN_BWD_PIPE and SG_ATTN_DQ"); }); });
+    }
     if (mma_tiles && g_bf16) { /* (the --fp32 build's bf16 is not 16 bits) */
         /* qkv and dO stored in bf16 (ops.h, op_attention_operand): the
          * kernels read q, k, v and dO in place (d a padded head size, rows
@@ -647,6 +677,22 @@ static void test_attention_gate(const GateBwdCase &c) {
         same("db (accumulated)", incr(e.db, db0), incr(r.db, db0), g_bf16, sz);
     } else {
         same("dtau (accumulated)", incr(e.dtau, dtau0), incr(r.dtau, dtau0), g_bf16, p.beta * sz);
+    }
+
+    /* the strips pipelined or not (SG_ATTN_BWD_PIPE, head dim 64): every
+     * output bitwise the fused op's above, the gate's epilogue included */
+    if (want_fused && d > 32 && d <= 64) {
+        Out x(nqkv, nv, dsink0, dtau0, dw0, db0);
+        const AttnGateBwd gx = x.args(&p, qkv.p() + 2 * C, g.p(), C);
+        sg_matmul_forget();
+        with_other_pipe([&] {
+            cuda_op_attention_gate_bwd(x.dqkv.p(), x.dqkv.p() + C, want_ds ? x.ds.p() : nullptr, dout.p(), qkv.p(),
+                                       qkv.p() + C, vg.p(), o.p(), lse.p(), &a, &gx);
+        });
+        CHECK(!memcmp(x.dqkv.p(), e.dqkv.p(), sizeof(float) * nqkv) && !memcmp(x.ds.p(), e.ds.p(), sizeof(float) * H) &&
+                  !memcmp(x.dtau.p(), e.dtau.p(), sizeof(float) * H) &&
+                  !memcmp(x.dw.p(), e.dw.p(), sizeof(float) * H * d) && !memcmp(x.db.p(), e.db.p(), sizeof(float) * H),
+              "%s: the fused backward with the other SG_ATTN_BWD_PIPE differs", g_tag.c_str());
     }
 
     /* the unfused pair on the emulated device */

@@ -213,6 +213,7 @@ for tier in tiers:
 att = load("sinkgate-attention.json")
 # bench_gpu's tile sets: the JSON key, the summary's key, what they are
 ATT_SETS = [("arms_mma", "attention_tflops_mma", "SG_ATTN=mma (the default, register-resident tiles)"),
+            ("arms_mma_bp", "attention_tflops_mma_bp", "SG_ATTN_BWD_PIPE=1 (the mma backward's strips pipelined)"),
             ("arms_wgmma2", "attention_tflops_wgmma2", "SG_ATTN_WGMMA=2 (the same, the forward pipelined)"),
             ("arms_wgmma", "attention_tflops_wgmma", "SG_ATTN_WGMMA=1 (forward and dK/dV on Hopper's wgmma)"),
             ("arms_cudnn", "attention_tflops_cudnn", "SG_ATTN=cudnn (cuDNN's fused attention; renorm on the mma tiles)"),

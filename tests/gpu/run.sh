@@ -84,11 +84,14 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
     for arm in $ARMS; do
         "$B/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/cpu-$name-$arm.st" >/dev/null
         # the attention's two tile kernels (SG_ATTN), the mma backward
-        # with dQ from the stored dS (SG_ATTN_DQ=stored), and cuDNN's fused
-        # attention (SG_ATTN=cudnn; renorm's log-bias on the mma tiles)
-        for tiles in wmma mma mma-dqs cudnn wgmma wgmma2; do
-            SG_ATTN=$(case $tiles in mma-dqs | wgmma*) echo mma ;; *) echo $tiles ;; esac) \
+        # with dQ from the stored dS (SG_ATTN_DQ=stored) and with its strips
+        # pipelined (SG_ATTN_BWD_PIPE=1: bitwise the plain strips' too), and
+        # cuDNN's fused attention (SG_ATTN=cudnn; renorm's log-bias on the
+        # mma tiles)
+        for tiles in wmma mma mma-dqs mma-bp cudnn wgmma wgmma2; do
+            SG_ATTN=$(case $tiles in mma-* | wgmma*) echo mma ;; *) echo $tiles ;; esac) \
                 SG_ATTN_DQ=$([ $tiles = mma-dqs ] && echo stored || echo recompute) \
+                SG_ATTN_BWD_PIPE=$([ $tiles = mma-bp ] && echo 1 || echo 0) \
                 SG_ATTN_WGMMA=$(case $tiles in wgmma) echo 1 ;; wgmma2) echo 2 ;; *) echo 0 ;; esac) \
                 timeout 60 "$CB/sgtrain" grads $flags --arm $arm --seed 3 --data "$W/data" -o "$W/gpu-$name-$arm-$tiles.st" >/dev/null
             out=$("$PY" tests/gpu/compare_grads.py "$W/cpu-$name-$arm.st" "$W/gpu-$name-$arm-$tiles.st" \
@@ -96,6 +99,9 @@ for cfg in "d16:--tier test" "d64:--tier test --n_embd 128 --n_head 2 --block_si
             if grep -q "all within tolerance" <<<"$out" && grep -q "loss .* ok" <<<"$out"; then ok; else bad "$out"; fi
             tail -n 1 <<<"$out"
         done
+        if cmp -s "$W/gpu-$name-$arm-mma-bp.st" "$W/gpu-$name-$arm-mma.st"; then ok; else
+            bad "$name $arm: the gradients with SG_ATTN_BWD_PIPE=1 are not bitwise the plain strips'"
+        fi
     done
 done
 

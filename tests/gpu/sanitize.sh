@@ -63,8 +63,10 @@ summary() {
 
 # The cases, "tool tiles arm kind [variant]", most valuable first.
 # (tiles wgmma: the mma tiles with SG_ATTN_WGMMA=1, the warpgroup kernels;
-# wgmma2: =2, with the pipelined forward)
+# wgmma2: =2, with the pipelined forward; variant dqs: SG_ATTN_DQ=stored;
+# bp: SG_ATTN_BWD_PIPE=1, the backward's strips pipelined)
 CASES=("racecheck wgmma2 combo2 grads" "memcheck wgmma2 renorm grads" "synccheck wgmma2 combo2 grads"
+       "racecheck mma combo2 grads bp" "memcheck mma renorm grads bp"
        "racecheck wgmma combo2 grads" "memcheck wgmma combo2 grads" "synccheck wgmma renorm grads"
        "racecheck mma combo2 grads" "memcheck mma combo2 grads" "synccheck mma combo2 grads"
        "racecheck mma combo2 grads dqs" "initcheck mma combo2 grads dqs" "racecheck mma sinktoken grads" "memcheck wmma combo2 grads" "racecheck wmma combo2 grads"
@@ -178,6 +180,7 @@ run_case() { # tool tiles arm kind [variant]
     SG_ATTN=$(case $tiles in wgmma*) echo mma ;; *) echo "$tiles" ;; esac) \
         SG_ATTN_WGMMA=$(case $tiles in wgmma) echo 1 ;; wgmma2) echo 2 ;; *) echo 0 ;; esac) \
         SG_ATTN_DQ=$([ "$variant" = dqs ] && echo stored || echo recompute) \
+        SG_ATTN_BWD_PIPE=$([ "$variant" = bp ] && echo 1 || echo 0) \
         timeout -k 5 "$t" "$SAN" --tool "$tool" --error-exitcode 99 ${opts[@]+"${opts[@]}"} \
         ${EXTRA[@]+"${EXTRA[@]}"} "${cmd[@]}" >"$log" 2>&1
     rc=$?

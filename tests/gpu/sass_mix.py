@@ -33,7 +33,11 @@ CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "L
            "CLOCK"]
 # CLOCK is no opcode: the reads of the cycle counter or the global timer
 # (CS2R, S2R or S2UR of SR_CLOCKLO, SR_GLOBALTIMERLO ...), which only the
-# traced attention kernels have (kernels/cuda/attention_trace.h)
+# traced attention kernels have (kernels/cuda/attention_trace.h).
+# LEAD, the last column, is no opcode either: the HMMA products laid out
+# before the kernel's first exponential (MUFU.EX2), the score products
+# issued before any softmax work: one strip's in the mma backward kernels,
+# two strips' when their strips are pipelined (SG_ATTN_BWD_PIPE=1)
 CLOCK = re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)")
 
 
@@ -149,10 +153,15 @@ def mix(text):
             continue
         m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_]*)", line)
         if m and name:
-            kernels[name][m.group(1)] += 1
-            kernels[name]["ALL"] += 1
+            c = kernels[name]
+            c[m.group(1)] += 1
+            c["ALL"] += 1
             if CLOCK.search(line):
-                kernels[name]["CLOCK"] += 1
+                c["CLOCK"] += 1
+            if "MUFU.EX2" in line:
+                c["EX2SEEN"] = 1
+            elif m.group(1) == "HMMA" and not c["EX2SEEN"]:
+                c["LEAD"] += 1
     return kernels
 
 
@@ -161,7 +170,7 @@ def report(text, a, stale):
     under --fresh-a, their stale A operands (appended to stale)."""
     for k, c in sorted(mix(text).items()):
         if a.filter in k:
-            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES))
+            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES) + f" LEAD {c['LEAD']}")
     if a.fresh_a:
         for k, lines in sorted(stale_a(text).items()):
             if a.filter in k:
