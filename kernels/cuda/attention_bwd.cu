@@ -54,20 +54,40 @@ static __global__ void __launch_bounds__(PRE_NT)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, T = g.T;
     const float c = want_dc ? sink[h] : 0.f;
     double part = 0.0; /* this warp's rows, ascending (held by lane 0) */
-    for (int u = 0; u < PRE_ROWS / NW; ++u) {
+    /* Every load of the warp's rows first, then the sums: the rows' global
+     * reads are in flight together instead of one row's latency at a time
+     * (each row's sum waits on its loads, and its shuffles on the sum).
+     * The arithmetic is the loop's it replaced, term by term. */
+    constexpr int RW = PRE_ROWS / NW, EL = ATTN_MAX_D / 32; /* rows a warp; elements a lane */
+    float x[RW][EL], y[RW][EL];
+#pragma unroll
+    for (int u = 0; u < RW; ++u) {
+        const int i = chunk * PRE_ROWS + warp + NW * u;
+        const long row = ((long)b * T + (i < T ? i : 0)) * g.o_stride + (long)h * g.d;
+#pragma unroll
+        for (int k = 0; k < EL; ++k) {
+            const int e = lane + 32 * k;
+            const bool in = i < T && e < g.d;
+            /* dO is rounded to bf16 as in the tile products (O already
+             * comes from them): then D_i = sum_j P_ij dP_ij for the dP
+             * those products form, and sum_j dS_ij = 0 (no phantom) holds
+             * to fp32 rounding, as in exact arithmetic.  With fp32 dO here,
+             * dS would carry dO's rounding (~2^-9 |dO| |v|) as noise, even
+             * where it is exactly 0 (T = 1, or row 0 without a phantom).  A
+             * dO stored in bf16 (ops.h, op_attention_operand) rounds to
+             * itself. */
+            x[u][k] = in ? __bfloat162float(__float2bfloat16_rn(ld1(dout, row + e))) : 0.f;
+            y[u][k] = in ? out[row + e] : 0.f;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < RW; ++u) {
         const int i = chunk * PRE_ROWS + warp + NW * u;
         if (i >= T) break; /* warp-uniform */
-        const long row = ((long)b * T + i) * g.o_stride + (long)h * g.d;
-        /* dO is rounded to bf16 as in the tile products (O already comes
-         * from them): then D_i = sum_j P_ij dP_ij for the dP those products
-         * form, and sum_j dS_ij = 0 (no phantom) holds to fp32 rounding, as
-         * in exact arithmetic.  With fp32 dO here, dS would carry dO's
-         * rounding (~2^-9 |dO| |v|) as noise, even where it is exactly 0
-         * (T = 1, or row 0 without a phantom).  A dO stored in bf16 (ops.h,
-         * op_attention_operand) rounds to itself. */
         float acc = 0.f;
-        for (int e = lane; e < g.d; e += 32)
-            acc = fmaf(__bfloat162float(__float2bfloat16_rn(ld1(dout, row + e))), out[row + e], acc);
+#pragma unroll
+        for (int k = 0; k < EL; ++k)
+            if (lane + 32 * k < g.d) acc = fmaf(x[u][k], y[u][k], acc);
         /* butterfly: every lane ends with the same bits */
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
