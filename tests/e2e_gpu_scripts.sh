@@ -69,10 +69,10 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ -n "$json" ] || exit 0
-if [ $att = 1 ]; then # the attention alone: the default's and both wgmma sets, no wmma (cut by the time limit)
+if [ $att = 1 ]; then # the attention alone: the default's, both wgmma sets and mma-bp, no wmma (cut by the time limit)
     echo "{\"attention\": {\"B\": 8, \"T\": 1024, \"H\": 12, \"d\": 64, \"iters\": 3," \
         "\"arms_mma\": {\"baseline\": {\"tflops\": 95.0}}, \"arms_wgmma\": {\"baseline\": {\"tflops\": 151.0}}," \
-        "\"arms_wgmma2\": {\"baseline\": {\"tflops\": 180.0}}}}" >"$json"
+        "\"arms_wgmma2\": {\"baseline\": {\"tflops\": 180.0}}, \"arms_mma_bp\": {\"baseline\": {\"tflops\": 120.0}}}}" >"$json"
     exit 0
 fi
 if [ $gates = 1 ]; then
@@ -93,7 +93,8 @@ check 'grep -q "value gates. backward with the attention.s, ms a call (two ops /
     "the summary names the gates' fused backward against the two ops:"$'\n'"$(grep -i gate "$W/bench/summary.txt")"
 check 'grep -q "SG_ATTN_WGMMA=1 (forward and dK/dV on Hopper.s wgmma): TFLOP/s baseline 151" "$W/bench/summary.txt" &&
        grep -q "SG_ATTN_WGMMA=2 (the same, the forward pipelined): TFLOP/s baseline 180" "$W/bench/summary.txt" &&
-       grep -q "SG_ATTN=mma (the default, register-resident tiles): TFLOP/s baseline 95" "$W/bench/summary.txt"' \
+       grep -q "SG_ATTN=mma (the default, register-resident tiles): TFLOP/s baseline 95" "$W/bench/summary.txt" &&
+       grep -q "SG_ATTN_BWD_PIPE=1 (the mma backward.s strips pipelined): TFLOP/s baseline 120" "$W/bench/summary.txt"' \
     "the summary names each attention tile set measured, without the wmma set:"$'\n'"$(grep -A3 "attention fwd" "$W/bench/summary.txt")"
 check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ]' \
     "bench.sh ran the 124M tier at micro-batch 32 as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
