@@ -107,15 +107,32 @@ static __global__ void __launch_bounds__(PRE_NT)
 
 /* ---- 4. dsink ------------------------------------------------------------ */
 
-static __global__ void attn_bwd_dsink_kernel(float *__restrict__ dsink,
-                                             const double *__restrict__ dc_part, int B, int H,
-                                             int nchunk) {
-    const int h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= H) return;
+/* dsink[h] += the partials of head h, added in (b, chunk) order by one
+ * thread.  A block per head: its threads first bring DSINK_BUF partials at
+ * a time into shared memory together, so that the adder waits on shared
+ * memory, not on one global read after another (B nchunk of them, 128 at
+ * the 124M tier's micro-batch); the order of the additions, so their bits,
+ * is that of one thread reading them in turn. */
+static constexpr int DSINK_NT = 256, DSINK_BUF = 1024;
+
+static __global__ void __launch_bounds__(DSINK_NT)
+    attn_bwd_dsink_kernel(float *__restrict__ dsink, const double *__restrict__ dc_part, int B, int H, int nchunk) {
+    __shared__ double buf[DSINK_BUF];
+    const int h = blockIdx.x;
+    const long n = (long)B * nchunk;
     double s = 0.0;
-    for (int b = 0; b < B; ++b)
-        for (int ch = 0; ch < nchunk; ++ch) s += dc_part[((long)b * H + h) * nchunk + ch];
-    dsink[h] += (float)s;
+    for (long base = 0; base < n; base += DSINK_BUF) {
+        const int m = n - base < DSINK_BUF ? (int)(n - base) : DSINK_BUF;
+        for (int i = threadIdx.x; i < m; i += DSINK_NT) {
+            const long k = base + i, b = k / nchunk, ch = k % nchunk;
+            buf[i] = dc_part[(b * H + h) * nchunk + ch];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int i = 0; i < m; ++i) s += buf[i];
+        __syncthreads(); /* buf is read before the next partials overwrite it */
+    }
+    if (threadIdx.x == 0) dsink[h] += (float)s;
 }
 
 /* ---- 2, 3. the tile kernels ---------------------------------------------- */
@@ -540,8 +557,7 @@ static void attn_bwd(real *dq, real *dk, real *dv, real *dsink, real *dlogbias, 
         });
     }
     if (want_dc) {
-        attn_bwd_dsink_kernel<<<sg_blocks(H, 128), 128, 0, sg_stream()>>>(dsink, dc_part, B, H,
-                                                                         nchunk);
+        attn_bwd_dsink_kernel<<<H, DSINK_NT, 0, sg_stream()>>>(dsink, dc_part, B, H, nchunk);
         CUDA_LAUNCHED();
     }
     if (fused) {
