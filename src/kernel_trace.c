@@ -21,6 +21,7 @@ int ktrace_summarize(const KtraceRec *r, long n, KtraceSummary *s) {
     }
     long m = 0;
     double phase[KTRACE_PHASES] = {0};
+    double good_cycles = 0, good_ns = 0; /* the consistent records' */
     uint64_t t0 = UINT64_MAX, t1 = 0;
     for (long i = 0; i < n; i++) {
         if (!written(&r[i])) {
@@ -31,6 +32,7 @@ int ktrace_summarize(const KtraceRec *r, long n, KtraceSummary *s) {
         uint32_t sum = 0;
         for (int p = 0; p < KTRACE_PHASES; p++) sum += x->phase[p], phase[p] += x->phase[p];
         if (sum != (uint32_t)x->cycles || x->end_ns < x->start_ns) s->bad++;
+        else good_cycles += (double)x->cycles, good_ns += (double)(x->end_ns - x->start_ns);
         s->cycles += (double)x->cycles;
         s->tiles += x->tiles;
         if ((double)x->cycles > s->warp_cycles_max) s->warp_cycles_max = (double)x->cycles;
@@ -44,6 +46,7 @@ int ktrace_summarize(const KtraceRec *r, long n, KtraceSummary *s) {
         return -1;
     }
     s->warp_cycles_mean = s->cycles / (double)m;
+    s->clock_ghz = good_ns > 0 ? good_cycles / good_ns : 0;
     for (int p = 0; p < KTRACE_PHASES; p++) {
         s->phase_share[p] = s->cycles > 0 ? phase[p] / s->cycles : 0;
         s->phase_per_tile[p] = s->tiles > 0 ? phase[p] / s->tiles : 0;
@@ -86,8 +89,8 @@ void ktrace_print(FILE *f, const KtraceSummary *s, const char *const names[KTRAC
     fprintf(f, "%s%-14s %7s %12s\n", indent, "phase", "share", "cycles/tile");
     for (int p = 0; p < KTRACE_PHASES; p++)
         fprintf(f, "%s%-14s %6.1f%% %12.0f\n", indent, names[p], 100 * s->phase_share[p], s->phase_per_tile[p]);
-    fprintf(f, "%s%ld warps on %d SMs, %.0f tiles; a warp %.0f cycles (mean), %.0f (max)\n", indent, s->warps,
-            s->sms, s->tiles, s->warp_cycles_mean, s->warp_cycles_max);
+    fprintf(f, "%s%ld warps on %d SMs, %.0f tiles; a warp %.0f cycles (mean), %.0f (max); clock %.3f GHz\n", indent,
+            s->warps, s->sms, s->tiles, s->warp_cycles_mean, s->warp_cycles_max, s->clock_ghz);
     fprintf(f, "%sspan %.1f us; SMs busy %.1f%% of it, %.2f warps resident while busy; tail %.1f us\n", indent,
             s->span_ns / 1e3, 100 * s->busy, s->resident, s->tail_ns / 1e3);
     if (s->missing || s->bad)

@@ -15,7 +15,9 @@
  * each SM had a warp of it resident (busy), how many warps it held on
  * average while busy (the occupancy achieved, against the configured one),
  * and the tail, from the moment the first SM ran out of work for good to
- * the end of the launch (the causal grid's imbalance).  Host code only; the
+ * the end of the launch (the causal grid's imbalance); and the clock the
+ * SMs ran at, cycles over nanoseconds (a GPU that lowers its clock under
+ * tensor-core load shows it here, not in the cycle counts).  Host code only; the
  * CPU test (tests/test_kernel_trace.c) checks it on hand-made records. */
 #ifndef SG_KERNEL_TRACE_H
 #define SG_KERNEL_TRACE_H
@@ -49,6 +51,7 @@ typedef struct {
     double phase_per_tile[KTRACE_PHASES]; /* cycles a warp spent in the phase per tile it worked on */
     double tiles;                         /* all warps' tiles */
     double warp_cycles_mean, warp_cycles_max;
+    double clock_ghz;    /* the consistent records' cycles over their nanoseconds: the SMs' clock while they ran */
     double span_ns;      /* first start to last end */
     double busy;         /* mean over the SMs seen of (time with a warp resident) / span */
     double resident;     /* mean warps resident on an SM while it is busy */

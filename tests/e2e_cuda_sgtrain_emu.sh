@@ -879,9 +879,10 @@ for arm in ("baseline", "combo2"):
         for k, (warps, tiles) in kernels.items():
             x = run["kernels"][k]
             share = sum(p["share"] for p in x["phases"].values())
-            if (x["warps"], x["tiles"], x["missing"], x["inconsistent"]) != (warps, tiles, 0, 0) or abs(share - 1) > 1e-4:
+            if (x["warps"], x["tiles"], x["missing"], x["inconsistent"]) != (warps, tiles, 0, 0) or abs(share - 1) > 1e-4 \
+                    or not x["clock_ghz"] > 0:
                 bad.append(f"{arm}/{tiles_set} {k}: warps {x['warps']} tiles {x['tiles']} missing {x['missing']} "
-                           f"inconsistent {x['inconsistent']} shares {share}")
+                           f"inconsistent {x['inconsistent']} shares {share} clock {x['clock_ghz']}")
         if not run["traced_fwd_ms"] > 0 or not run["fwd_ms"] > 0:
             bad.append(f"{arm}/{tiles_set}: times {run}")
     # the pipelined strips (SG_ATTN_BWD_PIPE=1): timed, not traced

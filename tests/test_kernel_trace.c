@@ -1,5 +1,5 @@
 /* The traced kernels' summary (src/kernel_trace.h) on hand-made records
- * whose shares, busy times, residency and tail are worked out below. */
+ * whose shares, busy times, residency, tail and clock are worked out below. */
 #include <math.h>
 #include <string.h>
 
@@ -45,6 +45,9 @@ static void test_summary(void) {
           s.phase_per_tile[1], s.phase_per_tile[5]);
     CHECK(near(s.warp_cycles_mean, 206.0 / 5) && s.warp_cycles_max == 60, "warp cycles %g %g", s.warp_cycles_mean,
           s.warp_cycles_max);
+    /* the clock from the consistent records alone: (40 + 40 + 60 + 60)
+     * cycles over (200 + 200 + 100 + 100) ns; r[5] is left out */
+    CHECK(near(s.clock_ghz, 200.0 / 600), "clock %g GHz", s.clock_ghz);
     /* SM 7 holds r[2] and r[5], both [150, 250]: busy 100, warp-ns 200.
      * Busy (300 + 100 + 100) / 1200; resident (400 + 100 + 200) / 500. */
     CHECK(s.span_ns == 600 && near(s.busy, 500.0 / 1200) && near(s.resident, 700.0 / 500) && s.tail_ns == 450,
@@ -74,6 +77,7 @@ static void test_print(void) {
     CHECK(strstr(buf, "  QK^T             50.0%           25\n") != NULL, "QK^T line:\n%s", buf);
     CHECK(strstr(buf, "span 2.0 us; SMs busy 100.0% of it, 1.00 warps resident while busy; tail 0.0 us") != NULL,
           "timeline:\n%s", buf);
+    CHECK(strstr(buf, "a warp 100 cycles (mean), 100 (max); clock 0.050 GHz\n") != NULL, "warps line:\n%s", buf);
     CHECK(strstr(buf, "unwritten") == NULL, "no warning:\n%s", buf);
 }
 

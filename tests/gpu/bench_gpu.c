@@ -874,10 +874,10 @@ int main(int argc, char **argv) {
                                 t->phase_share[p], t->phase_per_tile[p]);
                     fprintf(js,
                             "}, \"warps\": %ld, \"sms\": %d, \"tiles\": %.0f, \"warp_cycles_mean\": %.0f, "
-                            "\"span_us\": %.3f, \"busy\": %.5f, \"resident\": %.3f, \"tail_us\": %.3f, "
-                            "\"missing\": %ld, \"inconsistent\": %ld}",
-                            t->warps, t->sms, t->tiles, t->warp_cycles_mean, t->span_ns / 1e3, t->busy, t->resident,
-                            t->tail_ns / 1e3, t->missing, t->bad);
+                            "\"clock_ghz\": %.6g, \"span_us\": %.3f, \"busy\": %.5f, \"resident\": %.3f, "
+                            "\"tail_us\": %.3f, \"missing\": %ld, \"inconsistent\": %ld}",
+                            t->warps, t->sms, t->tiles, t->warp_cycles_mean, t->clock_ghz, t->span_ns / 1e3, t->busy,
+                            t->resident, t->tail_ns / 1e3, t->missing, t->bad);
                 }
                 if (js) fprintf(js, "}}");
                 fflush(stdout);
