@@ -120,32 +120,30 @@ static int with_other_rows(F &&f) {
     return other;
 }
 
-/* f() with SG_ATTN_DQ at the choice it does not hold now (how the mma
- * backward gets dQ, attention_bwd_mma.cu); true when that was "stored" */
+/* f() with the two-valued setting var at the value it does not hold now
+ * (unset counts as off), then var as it was; true when that value was on */
 template <class F>
-static bool with_other_dq(F &&f) {
-    const char *was = getenv("SG_ATTN_DQ");
+static bool with_flipped(const char *var, const char *on, const char *off, F &&f) {
+    const char *was = getenv(var);
     const std::string keep = was ? was : "";
-    const bool stored = keep != "stored";
-    setenv("SG_ATTN_DQ", stored ? "stored" : "recompute", 1);
+    const bool set_on = keep != on;
+    setenv(var, set_on ? on : off, 1);
     f();
-    if (was) setenv("SG_ATTN_DQ", keep.c_str(), 1);
-    else unsetenv("SG_ATTN_DQ");
-    return stored;
+    if (was) setenv(var, keep.c_str(), 1);
+    else unsetenv(var);
+    return set_on;
 }
 
-/* f() with SG_ATTN_BWD_PIPE at the choice it does not hold now (the mma
- * backward's strips pipelined, attention_bwd_mma.cu); true when that was on */
+/* SG_ATTN_DQ (how the mma backward gets dQ) and SG_ATTN_BWD_PIPE (its
+ * strips pipelined; attention_bwd_mma.cu), each at the choice it does not
+ * hold now: true when that was "stored", or on */
+template <class F>
+static bool with_other_dq(F &&f) {
+    return with_flipped("SG_ATTN_DQ", "stored", "recompute", f);
+}
 template <class F>
 static bool with_other_pipe(F &&f) {
-    const char *was = getenv("SG_ATTN_BWD_PIPE");
-    const std::string keep = was ? was : "";
-    const bool on = keep != "1";
-    setenv("SG_ATTN_BWD_PIPE", on ? "1" : "0", 1);
-    f();
-    if (was) setenv("SG_ATTN_BWD_PIPE", keep.c_str(), 1);
-    else unsetenv("SG_ATTN_BWD_PIPE");
-    return on;
+    return with_flipped("SG_ATTN_BWD_PIPE", "1", "0", f);
 }
 
 /* The traced launches' records (bench_gpu --attn-trace, attention_trace.h)
