@@ -189,7 +189,8 @@ static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&
 
 /* dkdv's strip once its S^T (st) and dP^T (dpt) are formed: P^T and dS^T
  * (attn_dkdv_probs, masked or not) packed into the A operands pa and dsa,
- * and dS^T stored into the tile dst if there is one. */
+ * and dS^T stored into the tile dst if there is one.  Element e of st[n]
+ * is key key[e >> 1], query q0 + m0 + 8n + 2tq + (e & 1). */
 template <bool LB>
 static __device__ __forceinline__ void attn_dkdv_elem(tc_reg (&pa)[4], tc_reg (&dsa)[4], float (&st)[2][4],
                                                       float (&dpt)[2][4], float (&colsum)[2], const float *Ls,
