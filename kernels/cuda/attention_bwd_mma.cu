@@ -847,7 +847,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
             };
             /* strip n's S and dP, formed: dS, then dQ += dS K */
             auto rest = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4]) {
-                /* element e of s[i][nt]: query row[i][e >> 1], key kn0 + 8nt + 2tq + (e & 1).
+                /* element e of s[i][nt]: query row[i][e >> 1], key k0 + 16n + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */
                 tc_reg dsa[MT][4];
