@@ -142,6 +142,17 @@ else
               <(cat <<<"$mma") <(cat <<<"$piped"))
     check '[ "$(wc -l <<<"$piped")" -eq 8 ] && [ -z "$unpiped" ]' \
         "the 8 pipelined mma backward kernels issue two strips' score products before the first exponential ($(wc -l <<<"$piped") found):"$'\n'"$unpiped"
+    # a value gate's backward in the dK/dV epilogue reads v, w_h and g
+    # before it uses any (attn_gate_load): at most 3 more waits for global
+    # loads (sass_mix's GWAIT) than the ungated twin, where reading them
+    # inline with the sums cost 34 (norm gate) and 68 (projection) more
+    gated=$(grep -E '^_Z[0-9]+attn_bwd_dkdv_mma_kernelILi[0-9]+ELb0ELi[12]E' <<<"$mma")
+    slowgate=$(awk 'NR == FNR { n = $1; sub(/EvPf.*/, "", n); if (n ~ /ELb0ELi0E/) w[n] = $(NF - 2); next }
+                    { n = $1; sub(/EvPf.*/, "", n); t = n; sub(/ELi[12]E/, "ELi0E", t)
+                      if (!(t in w) || $(NF - 2) > w[t] + 3) print $1, "GWAIT", $(NF - 2), "ungated", w[t] }' \
+               <(cat <<<"$mma") <(cat <<<"$gated"))
+    check '[ "$(wc -l <<<"$gated")" -eq 14 ] && [ -z "$slowgate" ]' \
+        "the 14 gated dK/dV kernels wait for global loads at most 3 times more than their ungated twins ($(wc -l <<<"$gated") found):"$'\n'"$slowgate"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
     # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the
@@ -200,6 +211,20 @@ else
                 "sass_mix.py --fresh-a flags the $f listing at its first product (exit $rc): $out"
         fi
     done
+    # GWAIT on listings counted by hand: each load used before the next is
+    # issued waits once per load (3: an FFMA, a shuffle, a store reading its
+    # register); the same loads issued first, once (the 64-bit load's second
+    # register counts); a cp.async (LDGSTS) or a load never read, never
+    listing gw_serial "0010 LDG.E R2, desc[UR4][R10.64]" "0020 FFMA R6, R2, R2, R6" \
+        "0030 @!P0 LDG.E.U16 R3, desc[UR4][R10.64+0x2]" "0040 SHFL.BFLY PT, R7, R3, 0x1, 0x1f" \
+        "0050 LDG.E R4, desc[UR4][R10.64+0x4]" "0060 STG.E desc[UR4][R12.64], R4" >"$S/gw_serial.sass"
+    listing gw_batched "0010 LDG.E R2, desc[UR4][R10.64]" "0020 LDG.E.64 R4, desc[UR4][R10.64+0x8]" \
+        "0030 LDGSTS.E.BYPASS.128 [R17], desc[UR4][R14.64]" "0040 FFMA R6, R17, R17, R6" \
+        "0050 FFMA R6, R5, R2, R6" "0060 FADD R6, R4, R6" >"$S/gw_batched.sass"
+    listing gw_none "0010 LDG.E R2, desc[UR4][R10.64]" "0020 FADD R6, R6, R6" "0030 EXIT" >"$S/gw_none.sass"
+    gw=$(python3 tests/gpu/sass_mix.py --sass "$S/gw_serial.sass" "$S/gw_batched.sass" "$S/gw_none.sass" 2>&1)
+    gw=$(awk '{print $1, $(NF - 2)}' <<<"$gw" | tr '\n' ' ')
+    check '[ "$gw" = "gw_serial 3 gw_batched 1 gw_none 0 " ]' "sass_mix.py's GWAIT on hand-counted listings: $gw"
     rm -rf "$S"
     # the serialisation check itself: a product issued in a branch that
     # differs between threads (tests/gpu/wgmma_serial_fixture.cu)

@@ -230,10 +230,80 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
     return ds + (bh * (long)attn_ds_tiles(T) + (long)qt * (qt + 1) / 2 + kt) * (ATTN_BK * ATTN_BQ);
 }
 
+/* What a value gate's backward reads of a warp's 16 keys, for the lane's
+ * two rows (key[r]) and columns 8n + 2tq + c: v, the gate's input (zero
+ * past T or d), the projection's w_h (zero past d) and g (zero past T).
+ * Every load is issued before any is used, so the epilogue waits for global
+ * memory once: written inline with the sums, each load sat behind a branch
+ * (v16 or v32, in range or not) and was used at once, 32 round trips a lane
+ * in a row (tests/gpu/sass_mix.py's GWAIT).  Out-of-range reads take
+ * in-range addresses (row 0, column d - 1) and are zeroed after. */
+template <int DP> struct GateRowsIn {
+    float v[2][DP / 8][2], w[DP / 8][2], g[2];
+};
+
+template <int DP, int GK>
+static __device__ __forceinline__ void attn_gate_load(GateRowsIn<DP> &in, const AttnGateEpi &epi,
+                                                      const AttnGeom &g, long row0, long bh, int h,
+                                                      const int (&key)[2], int lane) {
+    const int tq = lane & 3, d = g.d, T = g.T;
+    const float *wh = GK == GATE_PROJ ? epi.w + (long)h * d : nullptr;
+    long vo[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const bool ok = key[r] < T;
+        vo[r] = (row0 + (ok ? key[r] : 0)) * epi.v_stride + (long)h * d;
+        in.g[r] = epi.g[bh * T + (ok ? key[r] : 0)];
+    }
+    if (epi.v16) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int col = 8 * n + 2 * tq + c;
+                    in.v[r][n][c] = __bfloat162float(epi.v16[vo[r] + (col < d ? col : d - 1)]);
+                }
+    } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int col = 8 * n + 2 * tq + c;
+                    in.v[r][n][c] = epi.v32[vo[r] + (col < d ? col : d - 1)];
+                }
+    }
+    if (GK == GATE_PROJ)
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = 8 * n + 2 * tq + c;
+                in.w[n][c] = wh[col < d ? col : d - 1];
+            }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const bool ok = key[r] < T;
+        in.g[r] = ok ? in.g[r] : 0.f;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = 8 * n + 2 * tq + c;
+                in.v[r][n][c] = ok && col < d ? in.v[r][n][c] : 0.f;
+                if (GK == GATE_PROJ && r == 0) in.w[n][c] = col < d ? in.w[n][c] : 0.f;
+            }
+    }
+}
+
 /* A value gate's backward on a warp's 16 keys, after their dV (dva)
- * (op_attention_gate_bwd; gate.cu states the math): dva holds dvg, the
- * gradient of the attention's v input vg = g v, and becomes dv, the
- * gradient of the gate's input v.  Per key row j (head h):
+ * (op_attention_gate_bwd; gate.cu states the math), from what
+ * attn_gate_load read: dva holds dvg, the gradient of the attention's v
+ * input vg = g v, and becomes dv, the gradient of the gate's input v.  Per
+ * key row j (head h):
  *   s = w_h . v_j (GK = GATE_PROJ) or ||v_j||^2 (GATE_NORM), z = sg_gate_z(s)
  *   a = dvg_j . v_j,  dz = a g_j (1 - g_j),  1 - g_j = sigmoid(-z)
  *   dv_j = g_j dvg_j + dz (w_h, or beta v_j / (sqrt(d) ||v_j||))
@@ -243,25 +313,21 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
  * only, so that a row counts once).  Rows at or past T get dz = 0. */
 template <int DP, int GK>
 static __device__ __forceinline__ void attn_gate_bwd_rows(float (&dva)[DP / 8][4], float (&dwp)[DP / 8][2],
-                                                          float &dzs, const AttnGateEpi &epi, const AttnGeom &g,
-                                                          long row0, long bh, int h, const int (&key)[2], int lane) {
+                                                          float &dzs, const GateRowsIn<DP> &in,
+                                                          const AttnGateEpi &epi, const AttnGeom &g, int h,
+                                                          const int (&key)[2], int lane) {
     const int tq = lane & 3, d = g.d, T = g.T;
     const float tb = epi.tb[h];
-    const float *wh = GK == GATE_PROJ ? epi.w + (long)h * d : nullptr;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const bool in = key[r] < T;
-        const long vo = (row0 + (in ? key[r] : 0)) * epi.v_stride + (long)h * d;
-        float vv[DP / 8][2], s = 0.f, a = 0.f;
+        const bool ok = key[r] < T;
+        float s = 0.f, a = 0.f;
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n)
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
-                const int col = 8 * n + 2 * tq + c;
-                const bool ok = in && col < d;
-                const float x = !ok ? 0.f : epi.v16 ? __bfloat162float(epi.v16[vo + col]) : epi.v32[vo + col];
-                vv[n][c] = x;
-                s += GK == GATE_NORM ? x * x : (ok ? wh[col] : 0.f) * x;
+                const float x = in.v[r][n][c];
+                s += GK == GATE_NORM ? x * x : in.w[n][c] * x;
                 a += dva[n][2 * r + c] * x;
             }
         s += __shfl_xor_sync(0xffffffffu, s, 1);
@@ -270,17 +336,16 @@ static __device__ __forceinline__ void attn_gate_bwd_rows(float (&dva)[DP / 8][4
         a += __shfl_xor_sync(0xffffffffu, a, 2);
         float nrm;
         const float z = sg_gate_z(s, GK == GATE_NORM, epi.beta, tb, d, &nrm);
-        const float gv = in ? epi.g[bh * T + key[r]] : 0.f;
-        const float dz = in ? a * gv * sg_sigmoid(-z) : 0.f;
+        const float gv = in.g[r];
+        const float dz = ok ? a * gv * sg_sigmoid(-z) : 0.f;
         const float f = sg_gate_dir(dz, GK == GATE_NORM, epi.beta, 1.f / sqrtf((float)d), nrm);
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n)
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
-                const int col = 8 * n + 2 * tq + c;
-                const float dir = GK == GATE_NORM ? vv[n][c] : (col < d ? wh[col] : 0.f);
+                const float dir = GK == GATE_NORM ? in.v[r][n][c] : in.w[n][c];
                 dva[n][2 * r + c] = gv * dva[n][2 * r + c] + f * dir;
-                if (GK == GATE_PROJ) dwp[n][c] = fmaf(dz, vv[n][c], dwp[n][c]);
+                if (GK == GATE_PROJ) dwp[n][c] = fmaf(dz, in.v[r][n][c], dwp[n][c]);
             }
         if (tq == 0) dzs += dz;
     }
@@ -377,7 +442,9 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
         if (active) {
             tc_store_rows<DP>(dk + row0 * g.k_stride + ho, g.k_stride, dka, kw0, T, g.d, g.scale, lane,
                               tk ? tk + row0 * g.k_stride + ho : nullptr, g.f32);
-            attn_gate_bwd_rows<DP, GK>(dva, dwp, dzs, epi, g, row0, bh, h, key, lane);
+            GateRowsIn<DP> in; /* after dK's stores, which leave its registers free */
+            attn_gate_load<DP, GK>(in, epi, g, row0, bh, h, key, lane);
+            attn_gate_bwd_rows<DP, GK>(dva, dwp, dzs, in, epi, g, h, key, lane);
             tc_store_rows<DP>(dv + row0 * epi.dv_stride + ho, epi.dv_stride, dva, kw0, T, g.d, 1.f, lane,
                               tv ? tv + row0 * epi.dv_stride + ho : nullptr, g.f32 || !tv);
         }
@@ -407,7 +474,7 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
  * at most 168 registers, so that three blocks (12 warps) fit an SM as
  * they do without it. */
 template <int DP, bool LB, int GK, bool SP, bool TR>
-static __global__ void __launch_bounds__(ATTN_NT, SP ? 3 : 1)
+static __global__ void __launch_bounds__(ATTN_NT, SP || (GK && DP <= 64 && !TR) ? 3 : 1)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,

@@ -38,7 +38,17 @@ CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "L
 # before the kernel's first exponential (MUFU.EX2), the score products
 # issued before any softmax work: one strip's in the mma backward kernels,
 # two strips' when their strips are pipelined (SG_ATTN_BWD_PIPE=1)
+# GWAIT, the column before it, counts the waits for global loads as the
+# code is laid out: in address order, an instruction that reads a register
+# some LDG wrote since the last such read waits for that load, and each wait
+# counts once however many loads it covers.  Loads issued together and
+# used after cost one wait; a load used at once, before the next is issued,
+# one each (the value gates' epilogue in the dK/dV kernels before
+# attn_gate_load, kernels/cuda/attention_bwd_mma.cu).  Every path through a
+# branch counts, so it is a static count, for comparing a kernel with its
+# twin.
 CLOCK = re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)")
+INS = re.compile(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_.]*)\s*(.*?)\s*;")
 
 
 def fail(msg):
@@ -143,14 +153,31 @@ def stale_a(text):
     return out
 
 
+def read_regs(op, operands):
+    """The registers an instruction reads: every operand of a store, all
+    but the first (the destination) of anything else."""
+    args = [x.strip() for x in operands.split(",")] if operands else []
+    if not op.startswith(("ST", "RED", "BAR", "BRA", "EXIT", "BSYNC", "BSSY")):
+        args = args[1:]
+    return set(re.findall(r"\bR(\d+)\b", " ".join(args)))
+
+
 def mix(text):
-    kernels, name = {}, None
+    kernels, name, pending = {}, None, set()
     for line in text.splitlines():
         m = re.search(r"Function : (\S+)", line)
         if m:
-            name = m.group(1)
+            name, pending = m.group(1), set()
             kernels[name] = collections.Counter()
             continue
+        m = INS.match(line)
+        if m and name:
+            op = m.group(1)
+            if pending & read_regs(op, m.group(2)):
+                kernels[name]["GWAIT"] += 1
+                pending = set()
+            if op.startswith("LDG") and not op.startswith("LDGSTS"):
+                pending |= {x[1:] for x in written(m.group(0).split("*/", 1)[1].strip())}
         m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_]*)", line)
         if m and name:
             c = kernels[name]
@@ -170,7 +197,7 @@ def report(text, a, stale):
     under --fresh-a, their stale A operands (appended to stale)."""
     for k, c in sorted(mix(text).items()):
         if a.filter in k:
-            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES) + f" LEAD {c['LEAD']}")
+            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES) + f" GWAIT {c['GWAIT']} LEAD {c['LEAD']}")
     if a.fresh_a:
         for k, lines in sorted(stale_a(text).items()):
             if a.filter in k:
