@@ -396,6 +396,27 @@ static __device__ __forceinline__ void attn_gate_partial(const float (&dwp)[DP /
     }
 }
 
+/* The strip loop of both backward kernels under SG_ATTN_BWD_PIPE=1 (SP):
+ * strip n + 1's score products issued before strip n's exponentials, so
+ * that they run while those do; two strips' scores in registers (sets a and
+ * b, R each), strips lo .. hi in order, each strip's sums as in the plain
+ * loop.  products(n, s, dp) forms strip n's pair, rest(n, s, dp) the rest
+ * of its work. */
+template <class R, class Products, class Rest>
+static __device__ __forceinline__ void attn_strips_piped(int lo, int hi, const Products &products, const Rest &rest) {
+    if (lo > hi) return;
+    R sa, da, sb, db;
+    products(lo, sa, da);
+#pragma unroll 1
+    for (int n = lo; n <= hi; n += 2) {
+        if (n + 1 <= hi) products(n + 1, sb, db);
+        rest(n, sa, da);
+        if (n + 1 > hi) break;
+        if (n + 2 <= hi) products(n + 2, sa, da);
+        rest(n + 1, sb, db);
+    }
+}
+
 static long g_dq_stored; /* backwards whose dQ came from the stored dS */
 extern "C" long sg_attn_dq_stored(void) { return g_dq_stored; }
 static long g_bwd_piped; /* dK/dV and dQ launches with the strips pipelined */
@@ -553,21 +574,11 @@ static __global__ void __launch_bounds__(ATTN_NT, SP || (GK && DP <= 64 && !TR) 
             else if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
         }
         if constexpr (SP) {
-            /* strip m + 1's products issued before strip m's exponentials,
-             * so that they run while those do: two strips' S^T and dP^T in
-             * registers (a and b), each strip's sums in the order below */
-            if (mlo <= mhi) {
-                float sa[2][4], da[2][4], sb[2][4], db[2][4];
-                attn_two_products<NF, LD>(sa, da, ka, va, Qs, dOs, mlo * 16, p.lane);
-#pragma unroll 1
-                for (int m = mlo; m <= mhi; m += 2) {
-                    if (m + 1 <= mhi) attn_two_products<NF, LD>(sb, db, ka, va, Qs, dOs, (m + 1) * 16, p.lane);
-                    rest(m, sa, da);
-                    if (m + 1 > mhi) break;
-                    if (m + 2 <= mhi) attn_two_products<NF, LD>(sa, da, ka, va, Qs, dOs, (m + 2) * 16, p.lane);
-                    rest(m + 1, sb, db);
-                }
-            }
+            attn_strips_piped<float[2][4]>(mlo, mhi,
+                                           [&](int m, float(&st)[2][4], float(&dpt)[2][4]) {
+                                               attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
+                                           },
+                                           rest);
         } else {
 #pragma unroll 1
             for (int m = mlo; m <= mhi; ++m) {
@@ -935,19 +946,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                 clk.template lap<AT_PROD2>();
             };
             if constexpr (SP) {
-                /* as the dkdv kernel's: strip n + 1's products before strip n's exponentials */
-                if (nhi >= 0) {
-                    float sa[MT][2][4], da[MT][2][4], sb[MT][2][4], db[MT][2][4];
-                    scores(0, sa, da);
-#pragma unroll 1
-                    for (int n = 0; n <= nhi; n += 2) {
-                        if (n + 1 <= nhi) scores(n + 1, sb, db);
-                        rest(n, sa, da);
-                        if (n + 1 > nhi) break;
-                        if (n + 2 <= nhi) scores(n + 2, sa, da);
-                        rest(n + 1, sb, db);
-                    }
-                }
+                attn_strips_piped<float[MT][2][4]>(0, nhi, scores, rest);
             } else {
 #pragma unroll 1
                 for (int n = 0; n <= nhi; ++n) {
