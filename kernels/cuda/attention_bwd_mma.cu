@@ -255,7 +255,7 @@ static __device__ __forceinline__ void attn_gate_load(GateRowsIn<DP> &in, const 
         vo[r] = (row0 + (ok ? key[r] : 0)) * epi.v_stride + (long)h * d;
         in.g[r] = epi.g[bh * T + (ok ? key[r] : 0)];
     }
-    if (epi.v16) {
+    auto load_v = [&](const auto *v) { /* v in bf16 or fp32 (ld1): one branch, around all the loads */
 #pragma unroll
         for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -263,19 +263,11 @@ static __device__ __forceinline__ void attn_gate_load(GateRowsIn<DP> &in, const 
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
                     const int col = 8 * n + 2 * tq + c;
-                    in.v[r][n][c] = __bfloat162float(epi.v16[vo[r] + (col < d ? col : d - 1)]);
+                    in.v[r][n][c] = ld1(v, vo[r] + (col < d ? col : d - 1));
                 }
-    } else {
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-            for (int n = 0; n < DP / 8; ++n)
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int col = 8 * n + 2 * tq + c;
-                    in.v[r][n][c] = epi.v32[vo[r] + (col < d ? col : d - 1)];
-                }
-    }
+    };
+    if (epi.v16) load_v(epi.v16);
+    else load_v(epi.v32);
     if (GK == GATE_PROJ)
 #pragma unroll
         for (int n = 0; n < DP / 8; ++n)
