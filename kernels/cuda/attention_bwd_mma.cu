@@ -235,8 +235,8 @@ static __device__ __forceinline__ E *attn_ds_tile(E *ds, long bh, int T, int kt,
  * past T or d), the projection's w_h (zero past d) and g (zero past T).
  * Every load is issued before any is used, so the epilogue waits for global
  * memory once: written inline with the sums, each load sat behind a branch
- * (v16 or v32, in range or not) and was used at once, 32 round trips a lane
- * in a row (tests/gpu/sass_mix.py's GWAIT).  Out-of-range reads take
+ * (v16 or v32, in range or not) and was used at once, a wait per column read,
+ * 34 in a row for the projection gate (tests/gpu/sass_mix.py's GWAIT).  Out-of-range reads take
  * in-range addresses (row 0, column d - 1) and are zeroed after. */
 template <int DP> struct GateRowsIn {
     float v[2][DP / 8][2], w[DP / 8][2], g[2];
