@@ -153,6 +153,17 @@ else
                <(cat <<<"$mma") <(cat <<<"$gated"))
     check '[ "$(wc -l <<<"$gated")" -eq 14 ] && [ -z "$slowgate" ]' \
         "the 14 gated dK/dV kernels wait for global loads at most 3 times more than their ungated twins ($(wc -l <<<"$gated") found):"$'\n'"$slowgate"
+    # the next tile's row statistics (LSE, D) and log-bias come by cp.async
+    # in the tile's own group (attn_cp_rowstats, attn_cp_bias), read where
+    # they are used: an ungated mma tile kernel waits for a global load at
+    # most once (its prologue).  Loaded and stored to shared memory as each
+    # step began, they made every step wait one round trip at the barrier
+    # (GWAIT 2 in every dK/dV kernel, 2 in dQ and 3 in the forward with a
+    # log-bias: 36 kernels)
+    ungated=$(grep -vE 'ELb0ELi[12]E' <<<"$mma")
+    waiting=$(awk '$(NF - 2) > 1 { print $1, "GWAIT", $(NF - 2) }' <<<"$ungated")
+    check '[ "$(wc -l <<<"$ungated")" -eq 58 ] && [ -z "$waiting" ]' \
+        "the $(wc -l <<<"$ungated") ungated mma attention kernels wait for a global load at most once:"$'\n'"$waiting"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
     # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the

@@ -131,7 +131,8 @@ static __device__ __forceinline__ void attn_dkdv_p(float (&st)[2][4], const floa
         for (int e = 0; e < 4; ++e) {
             const int ic = m0 + 8 * n + 2 * tq + (e & 1), i = q0 + ic;
             const float x =
-                LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - Ls[ic] : fmaf(st[n][e], scale_log2, -Ls[ic]);
+                LB ? fmaf(st[n][e], scale_log2, lbj[e >> 1]) - attn_base2(Ls[ic])
+                   : fmaf(st[n][e], scale_log2, -attn_base2(Ls[ic]));
             st[n][e] = !MASK || (key[e >> 1] <= i && i < T) ? tc_ex2(x) : 0.f;
         }
 }
@@ -171,7 +172,8 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
         for (int e = 0; e < 4; ++e) {
             const int c = c0 + 8 * nt + 2 * tq + (e & 1), j = k0 + c, i = row[e >> 1];
             const float x =
-                LB ? fmaf(s[nt][e], scale_log2, lbs[c]) - Lr[e >> 1] : fmaf(s[nt][e], scale_log2, -Lr[e >> 1]);
+                LB ? fmaf(s[nt][e], scale_log2, attn_base2(lbs[c])) - Lr[e >> 1]
+                   : fmaf(s[nt][e], scale_log2, -Lr[e >> 1]);
             const float p = !MASK || (j <= i && i < T) ? tc_ex2(x) : 0.f;
             dp[nt][e] = p * (dp[nt][e] - Dr[e >> 1]);
         }
@@ -483,11 +485,15 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
 
 /* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
  * (attn_gate_bwd_rows; with no log-bias), or 0.  SP: the strips
- * pipelined (SG_ATTN_BWD_PIPE=1, head dim 64), the same sums in the same order;
- * at most 168 registers, so that three blocks (12 warps) fit an SM as
- * they do without it. */
+ * pipelined (SG_ATTN_BWD_PIPE=1, head dim 64), the same sums in the same
+ * order.  Up to head dim 64 every untraced kernel is held to 168
+ * registers, so that three blocks (12 warps) fit an SM whatever the arm:
+ * uncapped, the gate's epilogue and the pipelined strips took more, and
+ * so did the log-bias on sm_90 (177), which left two.  (On sm_120 the 100
+ * KB of shared memory an SM holds these 38 KB blocks to two anyway.)  At
+ * 168 only the pipelined ones spill (4 to 8 bytes, on sm_80 and sm_120). */
 template <int DP, bool LB, int GK, bool SP, bool TR>
-static __global__ void __launch_bounds__(ATTN_NT, SP || (GK && DP <= 64 && !TR) ? 3 : 1)
+static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? 3 : 1)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
@@ -513,9 +519,9 @@ static __global__ void __launch_bounds__(ATTN_NT, SP || (GK && DP <= 64 && !TR) 
      * into buffer 0, one group */
     attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(p.b, p.h), ko.rs, vo.at(p.b, p.h), vo.rs, p.k0, T);
     attn_cp_pair<DP, LD, TE>(sm.buf(0), p.qh, qo.rs, p.gh, go.rs, p.k0, T);
+    attn_cp_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     tc_cp_commit();
     if (LB) attn_load_bias(sm.lb2, logbias + p.bh * T, p.k0, T);
-    attn_load_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg ka[NF][4], va[NF][4];
@@ -533,8 +539,8 @@ static __global__ void __launch_bounds__(ATTN_NT, SP || (GK && DP <= 64 && !TR) 
         const int q0 = qt * ATTN_BQ, cur = (qt - p.kt) & 1;
         if (qt + 1 < p.ntq) { /* fetch the next query tile while this one is used */
             attn_cp_pair<DP, LD, TE>(sm.buf(cur ^ 1), p.qh, qo.rs, p.gh, go.rs, q0 + ATTN_BQ, T);
+            attn_cp_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_commit();
-            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -632,9 +638,9 @@ static __global__ void __launch_bounds__(ATTN_NT)
     attn_cp_pair<DP, LD, TE>(sm.buf(1), ko.at(p.b, p.h), ko.rs, vo.at(p.b, p.h), vo.rs, p.k0, T);
     attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0), p.qh, qo.rs, p.k0, T);
     attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(0) + TE, p.gh, go.rs, p.k0, T);
+    attn_cp_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     tc_cp_commit();
     if (LB) attn_load_bias(sm.lb2, logbias + p.bh * T, p.k0, T);
-    attn_load_rowstats(sm.L2, sm.D2, p.lseh, p.Dh, p.k0, T);
     uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
     if (threadIdx.x == 0) *zword = 0u;
     tc_cp_wait<0>();
@@ -658,8 +664,8 @@ static __global__ void __launch_bounds__(ATTN_NT)
         if (qt + 1 < p.ntq) { /* fetch the next query tile while this one is used */
             attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1), p.qh, qo.rs, q0 + ATTN_BQ, T);
             attn_cp_rows_core<ATTN_BQ, DP, ATTN_NT>(sm.buf(cur ^ 1) + TE, p.gh, go.rs, q0 + ATTN_BQ, T);
+            attn_cp_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_commit();
-            attn_load_rowstats(sm.L2 + (cur ^ 1) * ATTN_BQ, sm.D2 + (cur ^ 1) * ATTN_BQ, p.lseh, p.Dh, q0 + ATTN_BQ, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();
@@ -867,9 +873,9 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
     attn_cp_pair<DP, LD, TE, NT>(sm.buf(1), qo.at(b, h), qo.rs, go.at(b, h), go.rs, q0, T);
     attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, ko.rs, vh, vo.rs, 0, T);
+    if (LB) attn_cp_bias(sm.lb2, lb, 0, T);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
-    if (LB) attn_load_bias(sm.lb2, lb, 0, T);
     tc_cp_wait<0>();
     __syncthreads();
     tc_reg qa[MT][NF][4], oa[MT][NF][4];
@@ -894,8 +900,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next key tile while this one is used */
             attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, ko.rs, vh, vo.rs, k0 + ATTN_BK, T);
+            if (LB) attn_cp_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_commit();
-            if (LB) attn_load_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_wait<1>();
         } else {
             tc_cp_wait<0>();

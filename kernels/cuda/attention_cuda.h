@@ -181,6 +181,41 @@ static __device__ __forceinline__ void attn_load_rowstats(float *__restrict__ Ls
 
 /* ---- register-resident tiles (mma_ptx.h; attention_*_mma.cu) ---------- */
 
+/* The tile kernels' row statistics and log-bias come by cp.async, in the
+ * group of the tile they go with, and stay in shared memory as stored: the
+ * LSE and the log-bias in natural units, taken to base 2 where they are
+ * read (attn_base2).  attn_load_rowstats and attn_load_bias store the
+ * base-2 values themselves, so their stores wait for their loads; in a
+ * loop that fetches the next tile that wait came right before the barrier
+ * that publishes the tile, and a barrier waits for its slowest thread: the
+ * whole block sat out one round trip to global memory every step.
+ * sg_rn_mul is the rounding those stores made (one product, never fused
+ * into the fma that reads it), so the values are theirs bit for bit. */
+static __device__ __forceinline__ float attn_base2(float x) { return sg_rn_mul(x, ATTN_LOG2E); }
+
+/* The query tile q0's LSE and D (threads 0 .. ATTN_BQ-1, one row each),
+ * zero past T, into the caller's cp.async group. */
+static __device__ __forceinline__ void attn_cp_rowstats(float *__restrict__ Ls, float *__restrict__ Ds,
+                                                        const float *__restrict__ lse, const float *__restrict__ D,
+                                                        int q0, int T) {
+    const int t = threadIdx.x;
+    if (t < ATTN_BQ) {
+        const bool in = q0 + t < T;
+        tc_cp_f32_zfill(Ls + t, lse + (in ? q0 + t : 0), in);
+        tc_cp_f32_zfill(Ds + t, D + (in ? q0 + t : 0), in);
+    }
+}
+/* The key tile k0's log-bias (threads 0 .. ATTN_BK-1, one key each), zero
+ * past T, into the caller's cp.async group; lb is not null. */
+static __device__ __forceinline__ void attn_cp_bias(float *__restrict__ dst, const float *__restrict__ lb, int k0,
+                                                    int T) {
+    const int t = threadIdx.x;
+    if (t < ATTN_BK) {
+        const bool in = k0 + t < T;
+        tc_cp_f32_zfill(dst + t, lb + (in ? k0 + t : 0), in);
+    }
+}
+
 /* The A operand of rows r0 .. r0+15, columns c0 .. c0+15 of a bf16 tile. */
 template <int LD>
 static __device__ __forceinline__ void tc_load_a(tc_reg a[4], const sg_bf16 *tile, int r0, int c0, int lane) {

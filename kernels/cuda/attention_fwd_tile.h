@@ -63,7 +63,8 @@ struct FwdMmaLayout {
  * MASK: -inf where j > i or j >= T, needed only where the tile reaches past
  * the m-tile's first query or past T; before that every key precedes every
  * row.
- * LB (a log-bias): s becomes x = s scale + lb, base 2, and the softmax's
+ * LB (a log-bias, natural units in lbs: attn_cp_bias): s becomes
+ * x = s scale + lb, base 2, and the softmax's
  * exponent is x - m.  Without one s stays the raw product and the exponent
  * is one fma, s scale - m (FlashAttention's folding): the max is taken
  * over the raw s and scaled once, which gives the max of the scaled logits
@@ -80,7 +81,7 @@ static __device__ __forceinline__ void attn_fwd_logits(float (&s)[NN][4], float 
             const int c = 8 * n + 2 * tq + (e & 1), j = k0 + c;
             const bool in = !MASK || (j <= row[e >> 1] && j < T);
             if (LB) {
-                const float x = in ? fmaf(s[n][e], scale_log2, lbs[c]) : -INFINITY;
+                const float x = in ? fmaf(s[n][e], scale_log2, attn_base2(lbs[c])) : -INFINITY;
                 s[n][e] = x;
                 mx[e >> 1] = fmaxf(mx[e >> 1], x);
             } else {

@@ -71,6 +71,13 @@ static __device__ __forceinline__ void tc_cp8_zfill(__nv_bfloat16 *dst, const __
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(in ? 16 : 0) : "memory");
 }
+/* One float (4 bytes, both 4-byte aligned) by cp.async, into the same
+ * groups; zeros when !in (src still a valid address).  Sizes under 16
+ * bytes take .ca (through L1), the only form that has them. */
+static __device__ __forceinline__ void tc_cp_f32_zfill(float *dst, const float *src, bool in) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(in ? 4 : 0) : "memory");
+}
 static __device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 static __device__ __forceinline__ void tc_cp_wait() {

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 typedef __nv_bfloat162 tc_reg;
@@ -78,8 +79,9 @@ inline void tc_ldsm_x4_trans(tc_reg r[4], const __nv_bfloat16 *row) { emu::tc_ld
 namespace emu {
 extern long switches;
 struct CpCopy {
-    __nv_bfloat16 *dst;
-    const __nv_bfloat16 *src;
+    void *dst;
+    const void *src; /* null: the zero fill */
+    size_t bytes;
 };
 struct CpThread {
     std::vector<std::vector<CpCopy>> groups; /* committed, oldest first */
@@ -89,8 +91,9 @@ struct CpThread {
 inline CpThread cp_threads[1024];
 inline unsigned long cp_draws;
 
-inline void cp_land(const CpCopy &c) { /* src null: the zero fill */
-    for (int e = 0; e < 8; e++) c.dst[e] = c.src ? c.src[e] : __float2bfloat16(0.f);
+inline void cp_land(const CpCopy &c) {
+    if (c.src) memcpy(c.dst, c.src, c.bytes);
+    else memset(c.dst, 0, c.bytes); /* zero bits: +0 for floats and the emulated bf16 alike */
 }
 inline CpThread &cp_thread() {
     CpThread &t = cp_threads[cur->warp * 32 + cur->lane];
@@ -102,6 +105,13 @@ inline CpThread &cp_thread() {
     t.block = g_blockIdx;
     return t;
 }
+/* a copy issued: landed at once or left to the wait, by the draw above */
+inline void cp_issue(const CpCopy &c) {
+    CpThread &t = cp_thread();
+    const unsigned long r = (++cp_draws + (unsigned long)switches) * 0x9e3779b97f4a7c15ul;
+    if (r >> 63) cp_land(c);
+    else t.open.push_back(c);
+}
 }  // namespace emu
 
 inline void tc_cp8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
@@ -112,10 +122,7 @@ inline void tc_cp8(__nv_bfloat16 *dst, const __nv_bfloat16 *src) {
                 (void *)dst, (const void *)src);
         abort();
     }
-    emu::CpThread &t = emu::cp_thread();
-    const unsigned long r = (++emu::cp_draws + (unsigned long)emu::switches) * 0x9e3779b97f4a7c15ul;
-    if (r >> 63) emu::cp_land({dst, src});
-    else t.open.push_back({dst, src});
+    emu::cp_issue({dst, src, chunk});
 }
 /* src-size 16 when in, else 0: zeros, and src is not read (but must be a
  * valid, aligned address, as on the device) */
@@ -130,6 +137,18 @@ inline void tc_cp8_zfill(__nv_bfloat16 *dst, const __nv_bfloat16 *src, bool in) 
     }
     const __nv_bfloat16 *none = nullptr;
     tc_cp8(dst, none); /* the checks of dst, and the landing order */
+}
+/* cp.async of 4 bytes (.ca): both addresses 4-byte aligned, the
+ * destination inside the dynamic shared memory, src a valid address even
+ * for the zero fill (!in), as on the device */
+inline void tc_cp_f32_zfill(float *dst, const float *src, bool in) {
+    const unsigned char *lo = (const unsigned char *)dst, *hi = (const unsigned char *)(dst + 1);
+    if ((uintptr_t)dst % 4 || (uintptr_t)src % 4 || !src || lo < emu::smem_lo || hi > emu::smem_hi) {
+        fprintf(stderr, "emu cp.async: %p <- %p not 4-byte aligned, or outside the dynamic shared memory\n",
+                (void *)dst, (const void *)src);
+        abort();
+    }
+    emu::cp_issue({dst, in ? src : nullptr, sizeof(float)});
 }
 inline void tc_cp_commit() {
     emu::CpThread &t = emu::cp_thread();
