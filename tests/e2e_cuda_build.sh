@@ -189,6 +189,12 @@ else
                want = $1 ~ /pipe/ ? (d64 ? 16 : 24) : $1 ~ /dkdv/ ? 16 : (d64 ? 8 : 12);
                if (v["HGMMA"] != want || v["HMMA"] != 0 || !(v["MUFU"] > 0 && 2 * v["FSETP"] < v["MUFU"])) print}' <<<"$wg")
     check '[ -z "$bad" ]' "every warpgroup kernel has its HGMMA products, no HMMA, and fewer than one FSETP per two MUFU:"$'\n'"$bad"
+    # and the rule for the next tile's row statistics and log-bias above
+    # (14 of these 20 waited 2 to 4 times before they came by cp.async)
+    wgu=$(grep -E '^_Z[0-9]+attn_(fwd_wgmma|fwd_wgmma_pipe|bwd_dkdv_wgmma)_kernel' <<<"$wg" | grep -vE 'ELb0ELi[12]E')
+    waiting=$(awk '$(NF - 2) > 1 { print $1, "GWAIT", $(NF - 2) }' <<<"$wgu")
+    check '[ "$(wc -l <<<"$wgu")" -eq 20 ] && [ -z "$waiting" ]' \
+        "the $(wc -l <<<"$wgu") ungated warpgroup attention kernels wait for a global load at most once:"$'\n'"$waiting"
     # the stale-A rule itself, on three listings in cuobjdump's form: run 5's
     # fault (Q loaded before the loop into R88, whose registers the loop
     # then gives to P), a loop-invariant A operand, and the pipelined

@@ -181,14 +181,16 @@ static __device__ __forceinline__ void attn_load_rowstats(float *__restrict__ Ls
 
 /* ---- register-resident tiles (mma_ptx.h; attention_*_mma.cu) ---------- */
 
-/* The tile kernels' row statistics and log-bias come by cp.async, in the
- * group of the tile they go with, and stay in shared memory as stored: the
- * LSE and the log-bias in natural units, taken to base 2 where they are
- * read (attn_base2).  attn_load_rowstats and attn_load_bias store the
- * base-2 values themselves, so their stores wait for their loads; in a
- * loop that fetches the next tile that wait came right before the barrier
- * that publishes the tile, and a barrier waits for its slowest thread: the
- * whole block sat out one round trip to global memory every step.
+/* The row statistics and log-bias of the tiles a tile kernel walks come
+ * by cp.async, in the group of the tile they go with, and stay in shared
+ * memory as stored: the LSE and the log-bias in natural units, taken to
+ * base 2 where they are read (attn_base2).  attn_load_rowstats and
+ * attn_load_bias store the base-2 values themselves, so their stores wait
+ * for their loads; in a loop that fetches the next tile that wait came
+ * right before the barrier that publishes the tile, and a barrier waits
+ * for its slowest thread: the whole block sat out one round trip to global
+ * memory every step.  (The block's own rows or keys, read once before the
+ * loop, keep those loaders.)
  * sg_rn_mul is the rounding those stores made (one product, never fused
  * into the fma that reads it), so the values are theirs bit for bit. */
 static __device__ __forceinline__ float attn_base2(float x) { return sg_rn_mul(x, ATTN_LOG2E); }
