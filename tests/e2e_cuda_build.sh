@@ -154,7 +154,7 @@ else
     check '[ "$(wc -l <<<"$gated")" -eq 14 ] && [ -z "$slowgate" ]' \
         "the 14 gated dK/dV kernels wait for global loads at most 3 times more than their ungated twins ($(wc -l <<<"$gated") found):"$'\n'"$slowgate"
     # the next tile's row statistics (LSE, D) and log-bias come by cp.async
-    # in the tile's own group (attn_cp_rowstats, attn_cp_bias), read where
+    # in the tile's own group (attn_cp_rowstats, attn_cp_f32s), read where
     # they are used: an ungated mma tile kernel waits for a global load at
     # most once (its prologue).  Loaded and stored to shared memory as each
     # step began, they made every step wait one round trip at the barrier

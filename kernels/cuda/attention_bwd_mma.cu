@@ -873,7 +873,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     /* the block's Q and dO into region A, key tile 0 into buffer 0, one group */
     attn_cp_pair<DP, LD, TE, NT>(sm.buf(1), qo.at(b, h), qo.rs, go.at(b, h), go.rs, q0, T);
     attn_cp_pair<DP, LD, TE, NT>(sm.buf(0), kh, ko.rs, vh, vo.rs, 0, T);
-    if (LB) attn_cp_bias(sm.lb2, lb, 0, T);
+    if (LB) attn_cp_f32s<ATTN_BK>(sm.lb2, lb, 0, T);
     tc_cp_commit();
     attn_load_rowstats(sm.L2, sm.D2, lse + bh * T, D + bh * T, q0, T);
     tc_cp_wait<0>();
@@ -900,7 +900,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         const int k0 = kt * ATTN_BK, cur = kt & 1;
         if (kt < qt) { /* fetch the next key tile while this one is used */
             attn_cp_pair<DP, LD, TE, NT>(sm.buf(cur ^ 1), kh, ko.rs, vh, vo.rs, k0 + ATTN_BK, T);
-            if (LB) attn_cp_bias(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
+            if (LB) attn_cp_f32s<ATTN_BK>(sm.lb2 + (cur ^ 1) * ATTN_BK, lb, k0 + ATTN_BK, T);
             tc_cp_commit();
             tc_cp_wait<1>();
         } else {

@@ -195,27 +195,24 @@ static __device__ __forceinline__ void attn_load_rowstats(float *__restrict__ Ls
  * into the fma that reads it), so the values are theirs bit for bit. */
 static __device__ __forceinline__ float attn_base2(float x) { return sg_rn_mul(x, ATTN_LOG2E); }
 
-/* The query tile q0's LSE and D (threads 0 .. ATTN_BQ-1, one row each),
- * zero past T, into the caller's cp.async group. */
+/* N floats of a tile's rows or keys, src[r0 .. r0 + N - 1] (threads
+ * 0 .. N-1, one each), zero past T, into the caller's cp.async group:
+ * the query tile's LSE and D (N = ATTN_BQ), the key tile's log-bias
+ * (N = ATTN_BK; src not null). */
+template <int N>
+static __device__ __forceinline__ void attn_cp_f32s(float *__restrict__ dst, const float *__restrict__ src, int r0,
+                                                    int T) {
+    const int t = threadIdx.x;
+    if (t < N) {
+        const bool in = r0 + t < T;
+        tc_cp_f32_zfill(dst + t, src + (in ? r0 + t : 0), in);
+    }
+}
 static __device__ __forceinline__ void attn_cp_rowstats(float *__restrict__ Ls, float *__restrict__ Ds,
                                                         const float *__restrict__ lse, const float *__restrict__ D,
                                                         int q0, int T) {
-    const int t = threadIdx.x;
-    if (t < ATTN_BQ) {
-        const bool in = q0 + t < T;
-        tc_cp_f32_zfill(Ls + t, lse + (in ? q0 + t : 0), in);
-        tc_cp_f32_zfill(Ds + t, D + (in ? q0 + t : 0), in);
-    }
-}
-/* The key tile k0's log-bias (threads 0 .. ATTN_BK-1, one key each), zero
- * past T, into the caller's cp.async group; lb is not null. */
-static __device__ __forceinline__ void attn_cp_bias(float *__restrict__ dst, const float *__restrict__ lb, int k0,
-                                                    int T) {
-    const int t = threadIdx.x;
-    if (t < ATTN_BK) {
-        const bool in = k0 + t < T;
-        tc_cp_f32_zfill(dst + t, lb + (in ? k0 + t : 0), in);
-    }
+    attn_cp_f32s<ATTN_BQ>(Ls, lse, q0, T);
+    attn_cp_f32s<ATTN_BQ>(Ds, D, q0, T);
 }
 
 /* The A operand of rows r0 .. r0+15, columns c0 .. c0+15 of a bf16 tile. */

@@ -73,7 +73,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);
     attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB, p.kh, ko.rs, 0, T);
     attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(bufB + ATTN_BK * L::LDH, p.vh, vo.rs, 0, T);
-    if (LB) attn_cp_bias(lbuf, p.lb, 0, T);
+    if (LB) attn_cp_f32s<ATTN_BK>(lbuf, p.lb, 0, T);
     tc_cp_commit();
     tc_cp_wait<0>();
     __syncthreads();
@@ -94,7 +94,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             sg_bf16 *nb = cur ? bufB : bufA;
             attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb, p.kh, ko.rs, k0 + ATTN_BK, T);
             attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(nb + ATTN_BK * L::LDH, p.vh, vo.rs, k0 + ATTN_BK, T);
-            if (LB) attn_cp_bias(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
+            if (LB) attn_cp_f32s<ATTN_BK>(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
             tc_cp_commit();
             tc_cp_wait<1>(); /* tile kt has landed, kt + 1 may still be in flight */
         } else {

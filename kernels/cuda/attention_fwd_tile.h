@@ -63,7 +63,7 @@ struct FwdMmaLayout {
  * MASK: -inf where j > i or j >= T, needed only where the tile reaches past
  * the m-tile's first query or past T; before that every key precedes every
  * row.
- * LB (a log-bias, natural units in lbs: attn_cp_bias): s becomes
+ * LB (a log-bias, natural units in lbs: attn_cp_f32s): s becomes
  * x = s scale + lb, base 2, and the softmax's
  * exponent is x - m.  Without one s stays the raw product and the exponent
  * is one fma, s scale - m (FlashAttention's folding): the max is taken

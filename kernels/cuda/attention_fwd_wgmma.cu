@@ -93,7 +93,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(bufA, p.qh, qo.rs, p.q0, T);
     attn_cp_rows_core<ATTN_BK, DP, NT>(bufB, p.kh, ko.rs, 0, T);
     attn_cp_rows_core<ATTN_BK, DP, NT>(bufB + ATTN_BK * DP, p.vh, vo.rs, 0, T);
-    if (LB) attn_cp_bias(lbuf, p.lb, 0, T);
+    if (LB) attn_cp_f32s<ATTN_BK>(lbuf, p.lb, 0, T);
     tc_cp_commit();
     uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
     if (threadIdx.x == 0) *zword = 0u;
@@ -114,7 +114,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT)
             sg_bf16 *nb = cur ? bufB : bufA;
             attn_cp_rows_core<ATTN_BK, DP, NT>(nb, p.kh, ko.rs, k0 + ATTN_BK, T);
             attn_cp_rows_core<ATTN_BK, DP, NT>(nb + ATTN_BK * DP, p.vh, vo.rs, k0 + ATTN_BK, T);
-            if (LB) attn_cp_bias(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
+            if (LB) attn_cp_f32s<ATTN_BK>(lbuf + (cur ^ 1) * ATTN_BK, p.lb, k0 + ATTN_BK, T);
             tc_cp_commit();
             tc_cp_wait<1>();
         } else {
@@ -236,7 +236,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
     attn_cp_rows<FWD_MMA_BQ, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::Q), p.qh, qo.rs, p.q0, T);
     attn_cp_rows_core<ATTN_BK, DP, NT>(kv, p.kh, ko.rs, 0, T);
     attn_cp_rows_core<ATTN_BK, DP, NT>(kv + ATTN_BK * DP, p.vh, vo.rs, 0, T);
-    if (LB) attn_cp_bias(lbuf, p.lb, 0, T);
+    if (LB) attn_cp_f32s<ATTN_BK>(lbuf, p.lb, 0, T);
     tc_cp_commit();
     tc_reg qa[L::QREG ? NF : 1][4];
     uint32_t *const zword = reinterpret_cast<uint32_t *>(attn_smem + L::ZERO);
@@ -258,7 +258,7 @@ static __global__ void __launch_bounds__(FWD_WG_NT, DP == 64 ? 2 : 1)
             const int nxt = (kt + 1) % 3, k1 = (kt + 1) * ATTN_BK;
             attn_cp_rows_core<ATTN_BK, DP, NT>(kv + nxt * BUFE, p.kh, ko.rs, k1, T);
             attn_cp_rows_core<ATTN_BK, DP, NT>(kv + nxt * BUFE + ATTN_BK * DP, p.vh, vo.rs, k1, T);
-            if (LB) attn_cp_bias(lbuf + nxt * ATTN_BK, p.lb, k1, T);
+            if (LB) attn_cp_f32s<ATTN_BK>(lbuf + nxt * ATTN_BK, p.lb, k1, T);
             tc_cp_commit();
             tc_cp_wait<1>();
         } else {
