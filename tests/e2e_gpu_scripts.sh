@@ -117,6 +117,48 @@ rc=$?
 check '[ $rc -eq 0 ] && [ ! -e "$W/bench/sinkgate-124M-mb32.json" ] && grep -q "2. 124M at >= 45% MFU: n/a (not measured)$" "$W/bench/summary.txt"' \
     "without the 124M tier there is no whole-batch run, and goal 2 is not measured (exit $rc):"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
 
+# The summary's PyTorch rows, from a stand-in PyTorch that sees a GPU
+# (PYTHON): the import probe answers, torch_step.py and torch_attention.py
+# write made-up JSON in their own format, anything else is python3.  The
+# attention alone is given both ways: 60 TFLOP/s as called (a host that
+# falls behind) and 190 by the device's busy time, against our best tile
+# set's 180 (the stand-in bench_gpu's SG_ATTN_WGMMA=2).
+cat >"$W/fakepy" <<'FAKE'
+#!/usr/bin/env bash
+json= shape=
+for ((i = 1; i <= $#; i++)); do
+    case ${!i} in --json) j=$((i + 1)); json=${!j} ;; --shape) j=$((i + 1)); shape=${!j} ;; esac
+done
+case "$*" in
+*"import sys, torch"*) echo 2.11.0; exit 0 ;;
+*tests/bench/torch_step.py*)
+    p='"profile_ms": {"matmul": 8.0, "attention": 2.0}, "profile_busy_ms": 17.0, "profile_wall_ms": 30.0'
+    echo "{\"results\": {\"baseline\": {\"tokens_per_s\": 250000, \"compiled\": true, $p}," \
+        "\"combo2\": {\"tokens_per_s\": 200000, \"compiled\": true, $p}}}" >"$json"
+    echo "PyTorch $shape: made up" ;;
+*tests/bench/torch_attention.py*)
+    a='"tflops": 60.0, "tflops_busy": 190.0, "busy_share": 0.316, "sdpa": "cuDNN", "compiled": true'
+    echo "{\"arms\": {\"baseline\": {$a, \"core_of\": \"baseline\"}, \"combo2\": {$a, \"core_of\": \"sinklogit\"}}}" >"$json" ;;
+*) exec python3 "$@" ;;
+esac
+FAKE
+chmod +x "$W/fakepy"
+PYTHON="$W/fakepy" OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" \
+    >"$W/bench.log" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "^124M  baseline  *300000  *250000  *1.20x" "$W/bench/summary.txt"' \
+    "the summary sets our tokens/s beside PyTorch's (exit $rc):"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
+check 'grep -q "PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s baseline 60 (ours 3.00x)" "$W/bench/summary.txt" &&
+       grep -q "its kernels alone (device busy time): TFLOP/s baseline 190 (ours 0.95x), busy 32% of the calls. time" "$W/bench/summary.txt"' \
+    "the attention alone against PyTorch's as called and against its kernels' busy time:"$'\n'"$(grep -A3 "PyTorch SDPA" "$W/bench/summary.txt")"
+check 'python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s[\"torch_attention_tflops_busy\"] == {\"baseline\": 190.0, \"combo2\": 190.0}, s
+assert abs(s[\"attention_best_over_torch_kernels\"][\"baseline\"] - 180 / 190) < 1e-12
+assert abs(s[\"attention_best_over_torch\"][\"baseline\"] - 180 / 60) < 1e-12
+" "$W/bench/summary.json"' "summary.json holds the attention's ratios both ways"
+
 # the scripts that run only on a lent GPU machine at least parse here, and
 # the two that are called there share one setup
 for f in tests/gpu/*.sh; do

@@ -30,6 +30,15 @@ TFLOP/s of both programs compare directly.  Times are CUDA events around
 --iters calls after 3 warm-up calls (perf_counter on the CPU); the backward
 is (forward + backward) - forward.
 
+On the GPU each time is also taken a second way: the device's busy time
+per call, the durations of the kernels (and copies) the call ran, summed
+by torch.profiler over --iters more calls (torch_step.profile_steps).
+Events around a loop of calls measure the host too wherever it falls
+behind, and a compiled fwd+bwd of a few kernels a call can be host-bound;
+the busy time is the rate of SDPA's kernels themselves, the fair figure to
+set beside another program's kernels ("tflops_busy"; "busy_share" is its
+share of the timed loop).
+
 Which kernels SDPA chose is read from the profiler's CPU ops of one call
 (aten::_scaled_dot_product_flash_attention, ..._efficient_attention,
 ..._cudnn_attention, the math fallback), so the figures say what they
@@ -74,6 +83,15 @@ def backend_of(fn):
         if name in kinds and kinds[name] not in seen:
             seen.append(kinds[name])
     return ", ".join(seen) or "unknown"
+
+
+def busy_ms(fn, n, cuda):
+    """The device's busy time per call of fn, in ms: its kernels' own
+    durations from torch.profiler, so a host that falls behind the GPU does
+    not count.  None on the CPU, where there is no device to be idle."""
+    if not cuda:
+        return None
+    return torch_step.profile_steps(lambda i: fn(), n, True, torch.cuda.synchronize)["profile_busy_ms"]
 
 
 def bench_core(key, args, use_compile):
@@ -141,12 +159,19 @@ def bench_core(key, args, use_compile):
     fb_ms = timed(fwd_bwd)
     b_ms = max(fb_ms - f_ms, 1e-9)
     half = B * H * (S * (S + 1) / 2) * d
-    return {"T": S, "D": D, "fwd_ms": f_ms, "bwd_ms": b_ms,
-            "fwd_tflops": 4 * half / (f_ms * 1e-3) / 1e12,
-            "bwd_tflops": 10 * half / (b_ms * 1e-3) / 1e12,
-            "tflops": 14 * half / (fb_ms * 1e-3) / 1e12,
-            "compiled": use_compile, "first_call_s": compile_s,
-            "sdpa": backend_of(fwd_bwd)}
+    r = {"T": S, "D": D, "fwd_ms": f_ms, "bwd_ms": b_ms,
+         "fwd_tflops": 4 * half / (f_ms * 1e-3) / 1e12,
+         "bwd_tflops": 10 * half / (b_ms * 1e-3) / 1e12,
+         "tflops": 14 * half / (fb_ms * 1e-3) / 1e12,
+         "compiled": use_compile, "first_call_s": compile_s,
+         "sdpa": backend_of(fwd_bwd)}
+    f_busy, fb_busy = busy_ms(fwd, args.iters, cuda), busy_ms(fwd_bwd, args.iters, cuda)
+    if f_busy and fb_busy:
+        r.update({"fwd_busy_ms": f_busy, "bwd_busy_ms": max(fb_busy - f_busy, 1e-9),
+                  "fwd_tflops_busy": 4 * half / (f_busy * 1e-3) / 1e12,
+                  "tflops_busy": 14 * half / (fb_busy * 1e-3) / 1e12,
+                  "busy_share": fb_busy / fb_ms})
+    return r
 
 
 def main():
@@ -193,7 +218,8 @@ def main():
 
     print(f"PyTorch {torch.__version__} SDPA (Appendix A), B {args.B} T {args.T} H {args.H} d {args.d}, "
           f"{'bf16' if args.device == 'cuda' else 'float32'} on {args.device}")
-    print(f"{'arm':<10s} {'fwd ms':>8s} {'bwd ms':>8s} {'fwd TF/s':>9s} {'bwd TF/s':>9s} {'TF/s':>7s}  sdpa")
+    print(f"{'arm':<10s} {'fwd ms':>8s} {'bwd ms':>8s} {'fwd TF/s':>9s} {'bwd TF/s':>9s} {'TF/s':>7s}"
+          f" {'busy TF/s':>10s} {'busy':>5s}  sdpa")
     for arm in arms:
         key = core_of(arm)
         if key not in cores:
@@ -211,8 +237,10 @@ def main():
         r = dict(cores[key])
         r["core_of"] = next(a for a in names if core_of(a) == key)
         results[arm] = r
+        busy = (f"{r['tflops_busy']:10.3g} {100 * r['busy_share']:4.0f}%" if "tflops_busy" in r
+                else f"{'n/a':>10s} {'':>5s}")
         print(f"{arm:<10s} {r['fwd_ms']:8.3f} {r['bwd_ms']:8.3f} {r['fwd_tflops']:9.3g} {r['bwd_tflops']:9.3g} "
-              f"{r['tflops']:7.3g}  {r['sdpa']}{'' if r['compiled'] else ' (eager)'}"
+              f"{r['tflops']:7.3g} {busy}  {r['sdpa']}{'' if r['compiled'] else ' (eager)'}"
               f"{'' if r['core_of'] == arm else ' (' + r['core_of'] + ' core)'}", flush=True)
         write_json()
     for n in notes:
