@@ -122,7 +122,9 @@ check '[ $rc -eq 0 ] && [ ! -e "$W/bench/sinkgate-124M-mb32.json" ] && grep -q "
 # write made-up JSON in their own format, anything else is python3.  The
 # attention alone is given both ways: 60 TFLOP/s as called (a host that
 # falls behind) and 190 by the device's busy time, against our best tile
-# set's 180 (the stand-in bench_gpu's SG_ATTN_WGMMA=2).
+# set's 180 (the stand-in bench_gpu's SG_ATTN_WGMMA=2); held to the flash
+# kernel (FlashAttention-2) the baseline's runs at 120 by busy time, against
+# the mma tiles' 95.  An arm SDPA skipped (no "tflops") is left out.
 cat >"$W/fakepy" <<'FAKE'
 #!/usr/bin/env bash
 json= shape=
@@ -136,9 +138,15 @@ case "$*" in
     echo "{\"results\": {\"baseline\": {\"tokens_per_s\": 250000, \"compiled\": true, $p}," \
         "\"combo2\": {\"tokens_per_s\": 200000, \"compiled\": true, $p}}}" >"$json"
     echo "PyTorch $shape: made up" ;;
+*tests/bench/torch_attention.py*--backend\ flash*)
+    # held to the flash kernel: the baseline only, and one arm skipped
+    a='"tflops": 50.0, "tflops_busy": 120.0, "busy_share": 0.4, "sdpa": "flash", "compiled": true'
+    echo "{\"arms\": {\"baseline\": {$a, \"core_of\": \"baseline\"}," \
+        "\"offbyone\": {\"skipped\": \"no kernel\", \"core_of\": \"offbyone\"}}}" >"$json" ;;
 *tests/bench/torch_attention.py*)
     a='"tflops": 60.0, "tflops_busy": 190.0, "busy_share": 0.316, "sdpa": "cuDNN", "compiled": true'
-    echo "{\"arms\": {\"baseline\": {$a, \"core_of\": \"baseline\"}, \"combo2\": {$a, \"core_of\": \"sinklogit\"}}}" >"$json" ;;
+    echo "{\"arms\": {\"baseline\": {$a, \"core_of\": \"baseline\"}, \"combo2\": {$a, \"core_of\": \"sinklogit\"}," \
+        "\"offbyone\": {\"skipped\": \"no kernel\", \"core_of\": \"offbyone\"}}}" >"$json" ;;
 *) exec python3 "$@" ;;
 esac
 FAKE
@@ -151,9 +159,13 @@ check '[ $rc -eq 0 ] && grep -q "^124M  baseline  *300000  *250000  *1.20x" "$W/
 check 'grep -q "PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s baseline 60 (ours 3.00x)" "$W/bench/summary.txt" &&
        grep -q "its kernels alone (device busy time): TFLOP/s baseline 190 (ours 0.95x), busy 32% of the calls. time" "$W/bench/summary.txt"' \
     "the attention alone against PyTorch's as called and against its kernels' busy time:"$'\n'"$(grep -A3 "PyTorch SDPA" "$W/bench/summary.txt")"
+check 'grep -q "FlashAttention-2 (SDPA.s flash kernel), its kernels alone: TFLOP/s baseline 120 (the mma tiles 0.79x, our best 1.50x)$" "$W/bench/summary.txt"' \
+    "the baseline's attention against FlashAttention-2's kernels, the mma tiles and our best:"$'\n'"$(grep -A1 "FlashAttention" "$W/bench/summary.txt")"
 check 'python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))
+assert s[\"flash_attention_tflops\"] == {\"baseline\": 120.0}, s
+assert abs(s[\"attention_mma_over_flash\"][\"baseline\"] - 95 / 120) < 1e-12
 assert s[\"torch_attention_tflops_busy\"] == {\"baseline\": 190.0, \"combo2\": 190.0}, s
 assert abs(s[\"attention_best_over_torch_kernels\"][\"baseline\"] - 180 / 190) < 1e-12
 assert abs(s[\"attention_best_over_torch\"][\"baseline\"] - 180 / 60) < 1e-12

@@ -39,12 +39,20 @@ the busy time is the rate of SDPA's kernels themselves, the fair figure to
 set beside another program's kernels ("tflops_busy"; "busy_share" is its
 share of the timed loop).
 
+--backend holds SDPA to one of its kernels (flash: PyTorch's
+FlashAttention-2; cudnn; efficient; math) where the default lets it
+choose; an arm the kernel cannot run (flash takes no explicit mask, so not
+the phantom arms) is reported as skipped, with SDPA's reason.  bench.sh runs
+the baseline under flash as well, to set our kernels beside FlashAttention-2's
+on the same GPU.
+
 Which kernels SDPA chose is read from the profiler's CPU ops of one call
 (aten::_scaled_dot_product_flash_attention, ..._efficient_attention,
 ..._cudnn_attention, the math fallback), so the figures say what they
 measure."""
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -94,6 +102,18 @@ def busy_ms(fn, n, cuda):
     return torch_step.profile_steps(lambda i: fn(), n, True, torch.cuda.synchronize)["profile_busy_ms"]
 
 
+BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+            "math": "MATH"}
+
+
+def held_to(backend):
+    """A context that holds SDPA to one kernel (--backend), or none."""
+    if backend == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([getattr(SDPBackend, BACKENDS[backend])])
+
+
 def bench_core(key, args, use_compile):
     phantom, learned, routing, token = key
     dev = torch.device(args.device)
@@ -122,11 +142,12 @@ def bench_core(key, args, use_compile):
     run = torch.compile(core, fullgraph=True) if use_compile else core
 
     def fwd():
-        with torch.no_grad():
+        with torch.no_grad(), held_to(args.backend):
             return run(qkv, sink, bias)
 
     def fwd_bwd():
-        y = run(qkv, sink, bias)
+        with held_to(args.backend):
+            y = run(qkv, sink, bias)
         torch.autograd.grad(y, leaves, dy)
 
     def sync():
@@ -186,6 +207,8 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-compile", action="store_true", help="eager SDPA only")
+    ap.add_argument("--backend", choices=["auto"] + list(BACKENDS), default="auto",
+                    help="hold SDPA to one kernel (default auto: SDPA chooses)")
     ap.add_argument("--json", default=None, metavar="OUT.json")
     args = ap.parse_args()
     for name in ("B", "T", "H", "d", "iters", "threads"):
@@ -209,7 +232,7 @@ def main():
         doc = {"torch_version": torch.__version__, "device": args.device,
                "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                "dtype": "bfloat16" if args.device == "cuda" else "float32",
-               "B": args.B, "T": args.T, "H": args.H, "d": args.d, "iters": args.iters,
+               "B": args.B, "T": args.T, "H": args.H, "d": args.d, "iters": args.iters, "backend": args.backend,
                "flop_convention": "half = B H T (T+1)/2 d; fwd 4 half, bwd 10 half (bench_gpu's)",
                "arms": results, "notes": notes, "complete": len(results) == len(arms)}
         with open(args.json, "w") as f:
@@ -217,26 +240,49 @@ def main():
             f.write("\n")
 
     print(f"PyTorch {torch.__version__} SDPA (Appendix A), B {args.B} T {args.T} H {args.H} d {args.d}, "
-          f"{'bf16' if args.device == 'cuda' else 'float32'} on {args.device}")
+          f"{'bf16' if args.device == 'cuda' else 'float32'} on {args.device}"
+          + ("" if args.backend == "auto" else f", held to its {args.backend} kernel"))
     print(f"{'arm':<10s} {'fwd ms':>8s} {'bwd ms':>8s} {'fwd TF/s':>9s} {'bwd TF/s':>9s} {'TF/s':>7s}"
           f" {'busy TF/s':>10s} {'busy':>5s}  sdpa")
+    def why(e):
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+    def attempt(arm, key):
+        """The core's figures; a compile failure goes eager from here on,
+        said so.  Where --backend holds SDPA to a kernel that cannot run the
+        core, eager fails as well: the arm is skipped with the reason, and
+        the compiler stays on for the others."""
+        nonlocal use_compile
+        try:
+            return bench_core(key, args, use_compile)
+        except Exception as e:
+            if not use_compile:
+                if args.backend == "auto":
+                    raise
+                return {"skipped": f"SDPA's {args.backend} kernel: {why(e)}"}
+            torch._dynamo.reset()
+            try:
+                r = bench_core(key, args, False)
+            except Exception as e2:
+                if args.backend == "auto":
+                    raise
+                return {"skipped": f"SDPA's {args.backend} kernel: {why(e2)}"}
+            notes.append(f"{arm}: torch.compile failed ({why(e)}); eager from here on")
+            print("NOTE:", notes[-1], file=sys.stderr, flush=True)
+            use_compile = False
+            return r
+
     for arm in arms:
         key = core_of(arm)
         if key not in cores:
-            try:
-                cores[key] = bench_core(key, args, use_compile)
-            except Exception as e:     # a compile failure: eager from here on, said so
-                if not use_compile:
-                    raise
-                why = str(e).splitlines()[0][:200] if str(e) else ""
-                notes.append(f"{arm}: torch.compile failed ({type(e).__name__}: {why}); eager from here on")
-                print("NOTE:", notes[-1], file=sys.stderr, flush=True)
-                torch._dynamo.reset()
-                use_compile = False
-                cores[key] = bench_core(key, args, use_compile)
+            cores[key] = attempt(arm, key)
         r = dict(cores[key])
         r["core_of"] = next(a for a in names if core_of(a) == key)
         results[arm] = r
+        if "skipped" in r:
+            print(f"{arm:<10s} skipped: {r['skipped']}", flush=True)
+            write_json()
+            continue
         busy = (f"{r['tflops_busy']:10.3g} {100 * r['busy_share']:4.0f}%" if "tflops_busy" in r
                 else f"{'n/a':>10s} {'':>5s}")
         print(f"{arm:<10s} {r['fwd_ms']:8.3f} {r['bwd_ms']:8.3f} {r['fwd_tflops']:9.3g} {r['bwd_tflops']:9.3g} "

@@ -18,8 +18,10 @@
 #     autocast, torch.compile, fused AdamW, SDPA with the head dimension
 #     augmented for the phantom) on the same tiers, micro-batches and arms,
 #     and after its 124M tier its attention alone for every arm
-#     (tests/bench/torch_attention.py) at the attention rows' shape;
-#     skipped, with a note, where torch or its CUDA is missing.
+#     (tests/bench/torch_attention.py) at the attention rows' shape, then
+#     the baseline's held to SDPA's flash kernel (FlashAttention-2, the
+#     scheme of our mma tiles); skipped, with a note, where torch or its
+#     CUDA is missing.
 #  4. After PyTorch's 124M tier (before its 10M and 350M tiers; without
 #     PyTorch, after the gates): the 124M tier with its whole batch of 32
 #     sequences in one micro-batch (the tier runs 8 x 4: the same sequences
@@ -139,6 +141,11 @@ if [ $trc = 0 ]; then
         [ "$tier" = 124M ] && run torch-attention 50 15 "$PY" tests/bench/torch_attention.py --device cuda \
             --arms baseline,combo2,offbyone,renorm,sinktoken,sinklogit,normgate,projgate,combo \
             --json "$OUT/torch-attention.json"
+        # the baseline's again on SDPA's flash kernel: FlashAttention-2 on
+        # this GPU, the scheme our mma tiles follow (docs/cuda.md, "Against
+        # FlashAttention-2's kernels")
+        [ "$tier" = 124M ] && run torch-attention-flash 30 10 "$PY" tests/bench/torch_attention.py --device cuda \
+            --arms baseline --backend flash --json "$OUT/torch-attention-flash.json"
         [ "$tier" = 124M ] && whole_batch
     done
 elif [ $trc = 3 ]; then
@@ -227,12 +234,28 @@ if any(a.get(k) for k, _, _ in ATT_SETS):
         if a.get(key):
             print(f"  {what}: TFLOP/s " + ", ".join(f"{k} {v['tflops']:.0f}" for k, v in a[key].items()))
             summary[skey] = {k: v["tflops"] for k, v in a[key].items()}
-ta = (load("torch-attention.json") or {}).get("arms") or {}
-if ta:
+ta = {k: v for k, v in ((load("torch-attention.json") or {}).get("arms") or {}).items() if v.get("tflops")}
+fa = {k: v for k, v in ((load("torch-attention-flash.json") or {}).get("arms") or {}).items() if v.get("tflops")}
+if ta or fa:
     ours = {}
     for key, _, _ in ATT_SETS:
         for k, v in ((att or {}).get("attention", {}).get(key) or {}).items():
             ours[k] = max(ours.get(k, 0), v["tflops"])
+    if fa:
+        # FlashAttention-2 (SDPA held to its flash kernel), by busy time
+        # where there is one, against the mma tiles (its scheme) and our best
+        mma = {k: v["tflops"] for k, v in ((att or {}).get("attention", {}).get("arms_mma") or {}).items()}
+        fx = {k: v.get("tflops_busy") or v["tflops"] for k, v in fa.items()}
+        def against(k, x):
+            parts = ([f"the mma tiles {mma[k] / x:.2f}x"] if k in mma else []) + \
+                    ([f"our best {ours[k] / x:.2f}x"] if k in ours else [])
+            return f" ({', '.join(parts)})" if parts else ""
+        print("  FlashAttention-2 (SDPA's flash kernel), its kernels alone: TFLOP/s "
+              + ", ".join(f"{k} {x:.0f}{against(k, x)}" for k, x in fx.items()))
+        summary["flash_attention_tflops"] = fx
+        summary["attention_mma_over_flash"] = {k: mma[k] / x for k, x in fx.items() if k in mma}
+        summary["attention_best_over_flash"] = {k: ours[k] / x for k, x in fx.items() if k in ours}
+if ta:
     print("  PyTorch SDPA (tests/bench/torch_attention.py), same shape: TFLOP/s "
           + ", ".join(f"{k} {v['tflops']:.0f}" + (f" (ours {ours[k] / v['tflops']:.2f}x)" if k in ours else "")
                       for k, v in ta.items()))
