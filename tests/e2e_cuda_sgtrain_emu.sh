@@ -897,9 +897,35 @@ PYEOF
            grep -q "^  dK/dV: attn_bwd_dkdv_mma$" "$W/trace.log" && grep -q "^    softmax " "$W/trace.log" &&
            grep -q "^mma-bp: no phase clocks" "$W/trace.log"' \
         "bench_gpu --attn-trace: exit $rc, the JSON $v:"$'\n'"$(tail -n 12 "$W/trace.log")"
+    # Training steps of several micro-batches (--grad-accum, the tier's own
+    # step): the test tier's step of 2 micro-batches of the same 4 sequences,
+    # each scaled by 1 / (2 B T), sums to the gradient of one micro-batch
+    # scaled by 1 / (B T) exactly (halving commutes with every rounding), so
+    # its losses and last gradient norm are bitwise those of --grad-accum 1, and
+    # its tokens a step twice as many.
+    for acc in 1 2; do
+        timeout 300 "$W/bench_gpu" --tiers test --arms combo2 --steps 2 --warmup 0 --no-attn --grad-accum $acc \
+            --json "$W/accum$acc.json" >"$W/accum$acc.log" 2>&1
+        echo "exit $?" >>"$W/accum$acc.log"
+    done
+    v=$(python3 - "$W/accum1.json" "$W/accum2.json" <<'PYEOF' 2>&1
+import json, sys
+one, two = (json.load(open(p))["train"]["test"]["combo2"] for p in sys.argv[1:])
+bad = [f"{k}: {one.get(k)} vs {two.get(k)}" for k in ("loss_first", "loss_last", "grad_norm_last")
+       if one.get(k) is None or one.get(k) != two.get(k)]
+if (one.get("grad_accum"), two.get("grad_accum"), one.get("micro_batch"), two.get("micro_batch")) != (1, 2, 4, 4):
+    bad.append(f"grad_accum {one.get('grad_accum')} {two.get('grad_accum')}, micro_batch {one.get('micro_batch')}")
+if not (one.get("ok") and two.get("ok") and two["tokens_per_s"] > 0):
+    bad.append(f"ok {one.get('ok')} {two.get('ok')}")
+print("; ".join(bad) or "ok")
+PYEOF
+)
+    check '[ "$v" = ok ] && grep -q "2 micro-batches of B a step, one AdamW update" "$W/accum2.log" &&
+           grep -q "exit 0" "$W/accum1.log" && grep -q "exit 0" "$W/accum2.log"' \
+        "bench_gpu --grad-accum 2: bitwise --grad-accum 1's losses on the same sequences ($v):"$'\n'"$(tail -n 5 "$W/accum2.log")"
     # its bad flags: exit 2 and the reason, before any device work
     for args in "--attn-shape 1,130,2" "--attn-shape 1,130,2,64,1" "--attn-shape 1,0,2,64" "--attn-shape 1,130,2,256" \
-        "--attn-tiles mma,nope" "--attn-trace-now"; do
+        "--attn-tiles mma,nope" "--attn-trace-now" "--grad-accum 0"; do
         # shellcheck disable=SC2086
         "$W/bench_gpu" --no-train $args >"$W/bench-bad.log" 2>&1; rc=$?
         check '[ $rc -eq 2 ] && grep -qE "attn-shape|attn-tiles|usage" "$W/bench-bad.log"' \

@@ -62,10 +62,10 @@ expect 2 "usage: ab_choose.py TIER" -- $CHOOSE 124M "$W/mma.txt"
 mkdir -p "$W/b/cuda"
 cat >"$W/b/cuda/bench_gpu" <<'FAKE'
 #!/usr/bin/env bash
-mb=8 json= tier= gates=0 att=0
+mb=8 acc=1 json= tier= gates=0 att=0
 while [ $# -gt 0 ]; do
-    case $1 in --micro-batch) mb=$2; shift ;; --json) json=$2; shift ;; --tiers) tier=$2; shift ;; --gates) gates=1 ;;
-    --matmul) att=1 ;; esac
+    case $1 in --micro-batch) mb=$2; shift ;; --grad-accum) acc=$2; shift ;; --json) json=$2; shift ;;
+    --tiers) tier=$2; shift ;; --gates) gates=1 ;; --matmul) att=1 ;; esac
     shift
 done
 [ -n "$json" ] || exit 0
@@ -81,8 +81,9 @@ if [ $gates = 1 ]; then
         "\"proj_value\": {$g}, \"proj_fused\": {\"two_ops_ms\": 0.33, \"one_op_ms\": 0.31}}}" >"$json"
     exit 0
 fi
-case $mb in 32) b=0.40 c=0.39 tb=500000 tc=487500 ;; *) b=0.25 c=0.24 tb=300000 tc=288000 ;; esac
-row() { echo "\"$1\": {\"ok\": true, \"micro_batch\": $mb, \"block_size\": 1024, \"tokens_per_s\": $2, \"mfu\": $3}"; }
+case $mb/$acc in 32/1) b=0.40 c=0.39 tb=500000 tc=487500 ;; 8/4) b=0.27 c=0.26 tb=330000 tc=320000 ;;
+*) b=0.25 c=0.24 tb=300000 tc=288000 ;; esac
+row() { echo "\"$1\": {\"ok\": true, \"micro_batch\": $mb, \"grad_accum\": $acc, \"block_size\": 1024, \"tokens_per_s\": $2, \"mfu\": $3}"; }
 echo "{\"peak_tflops\": 989.4, \"train\": {\"$tier\": {$(row baseline $tb $b), $(row combo2 $tc $c)}}}" >"$json"
 echo "$tier baseline $tb"
 FAKE
@@ -96,8 +97,14 @@ check 'grep -q "SG_ATTN_WGMMA=1 (forward and dK/dV on Hopper.s wgmma): TFLOP/s b
        grep -q "SG_ATTN=mma (the default, register-resident tiles): TFLOP/s baseline 95" "$W/bench/summary.txt" &&
        grep -q "SG_ATTN_BWD_PIPE=1 (the mma backward.s strips pipelined): TFLOP/s baseline 120" "$W/bench/summary.txt"' \
     "the summary names each attention tile set measured, without the wmma set:"$'\n'"$(grep -A3 "attention fwd" "$W/bench/summary.txt")"
-check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ]' \
-    "bench.sh ran the 124M tier at micro-batch 32 as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
+check '[ $rc -eq 0 ] && [ -f "$W/bench/sinkgate-124M-mb32.json" ] && [ -f "$W/bench/sinkgate-124M-8x4.json" ]' \
+    "bench.sh ran the 124M tier at micro-batch 32 and as it trains, 8 x 4, as well (exit $rc):"$'\n'"$(tail -n 20 "$W/bench.log")"
+check 'grep -q "; as the tier trains, 8 x 4: baseline 27.0%, combo2 26.0%$" "$W/bench/summary.txt" &&
+       python3 -c "
+import json, sys
+t = json.load(open(sys.argv[1]))[\"tiers_as_trained\"][\"124M\"][\"baseline\"]
+assert t == {\"mfu\": 0.27, \"sinkgate_tokens_per_s\": 330000, \"micro_batch\": 8, \"grad_accum\": 4}, t
+" "$W/bench/summary.json"' "goal 2 names the tier as it trains (8 x 4), in the text and in summary.json:"$'\n'"$(grep "2\. 124M" "$W/bench/summary.txt")"
 check 'grep -q "2. 124M at >= 45% MFU: NOT met (baseline 25.0%, combo2 24.0%, peak 989.4 TFLOP/s); with the whole batch of 32 in one micro-batch: baseline 40.0%, combo2 39.0%" "$W/bench/summary.txt"' \
     "goal 2 names both micro-batches:"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"
 check 'python3 -c "
@@ -108,7 +115,7 @@ assert w[\"baseline\"] == {\"mfu\": 0.40, \"sinkgate_tokens_per_s\": 500000, \"m
 assert s[\"goals\"][\"mfu_124M_ge_45pct\"] is False
 assert abs(s[\"tiers\"][\"124M\"][\"combo2_over_baseline\"] - 0.96) < 1e-12
 " "$W/bench/summary.json"' "summary.json holds the whole-batch row and goal 2 from the better of the two"
-sed -i 's/case $mb in 32) b=0.40/case $mb in 32) b=0.46/' "$W/b/cuda/bench_gpu"
+sed -i 's|case $mb/$acc in 32/1) b=0.40|case $mb/$acc in 32/1) b=0.46|' "$W/b/cuda/bench_gpu"
 OUT="$W/bench" BENCH_GPU_TIERS=124M BENCH_GPU_BUDGET_S=200 bash tests/gpu/bench.sh "$W/b" >"$W/bench.log" 2>&1
 check 'grep -q "2. 124M at >= 45% MFU: MET (baseline 25.0%.*whole batch of 32 in one micro-batch: baseline 46.0%" "$W/bench/summary.txt"' \
     "goal 2 is met by the whole-batch row alone:"$'\n'"$(cat "$W/bench/summary.txt" 2>/dev/null)"

@@ -3,19 +3,23 @@
  * tests/gpu/bench.sh).  Needs a GPU.
  *
  *   bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all]
- *             [--steps N] [--warmup N] [--micro-batch N] [--peak-tflops X]
+ *             [--steps N] [--warmup N] [--micro-batch N] [--grad-accum N] [--peak-tflops X]
  *             [--attn-iters N] [--no-train] [--no-attn] [--matmul] [--gates] [--attn-trace]
  *             [--attn-shape B,T,H,d] [--json FILE]
  *
- * Training: for each tier (config_from_tier, the tier's micro-batch,
- * grad_accum 1) and arm, full steps exactly as src/train.c runs them --
- * model_zero_grad, model_forward(grad=1), model_backward, optim_step (global
+ * Training: for each tier (config_from_tier, the tier's micro-batch, or
+ * --micro-batch's; grad_accum 1, or --grad-accum's) and arm, full steps
+ * exactly as src/train.c runs them -- model_zero_grad, grad_accum times
+ * model_forward(grad=1) and model_backward, then optim_step (global
  * grad-norm clip + AdamW, lr held at 6e-4) -- on random tokens made once
  * (model_forward copies the B*T tokens to the device every step, as
  * training does).  W warm-up steps (default 2), then N timed steps (default
  * 10) in one window that starts and ends with a device synchronisation (a
  * 4-byte op_download); each step also ends with one, so that the per-step
- * times (min/median) are real.  tokens/s = N * B * T / window.  Then 2
+ * times (min/median) are real.  tokens/s = N * A * B * T / window (A the
+ * micro-batches a step: --grad-accum 4 at micro-batch 8 is the 124M tier's
+ * own step, one AdamW update per 32 sequences, where the default's steps
+ * update after every 8).  Then 2
  * more steps with profiling on (src/profile.h: every op between two device
  * synchronisations) split a step's time by op category; those steps are
  * not in the window.
@@ -101,7 +105,7 @@ enum { PROFILE_STEPS = 2, TOP_SITES = 14 };
 typedef struct {
     int ok;
     char err[512];
-    int B, T;
+    int B, T, A; /* micro-batch, context, micro-batches a step */
     long params, nonemb;
     double flop_per_token;
     double ms_step, ms_min, ms_median, tok_s, tflops, mfu;
@@ -118,7 +122,8 @@ typedef struct {
 } TrainResult;
 
 
-static TrainResult bench_train(const char *tier, const char *arm, int mb, int warmup, int steps, double peak) {
+static TrainResult bench_train(const char *tier, const char *arm, int mb, int accum, int warmup, int steps,
+                               double peak) {
     TrainResult r;
     memset(&r, 0, sizeof r);
     /* what this tier holds at most, and what earlier tiers left held (the
@@ -130,20 +135,20 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     if (config_from_tier(&c, tier, r.err, sizeof r.err)) return r;
     snprintf(c.arm, sizeof c.arm, "%s", arm);
     if (mb > 0) c.micro_batch = mb;
-    c.grad_accum = 1;
+    c.grad_accum = accum;
     if (config_validate(&c, r.err, sizeof r.err)) return r;
     Model m;
     if (model_build(&m, &c, r.err, sizeof r.err)) return r;
     model_init(&m, 0);
-    int B = c.micro_batch, T = c.block_size;
-    r.B = B, r.T = T;
+    int B = c.micro_batch, T = c.block_size, A = c.grad_accum;
+    r.B = B, r.T = T, r.A = A;
     int32_t *in = malloc(sizeof *in * (size_t)B * T), *tg = malloc(sizeof *tg * (size_t)B * T);
     double *times = malloc(sizeof *times * (size_t)steps);
     for (long i = 0; i < (long)B * T; i++) {
         in[i] = (int32_t)rng_below(rng_key(7, 1, (uint64_t)i), (uint64_t)c.vocab_size);
         tg[i] = (int32_t)rng_below(rng_key(7, 2, (uint64_t)i), (uint64_t)c.vocab_size);
     }
-    real dscale = (real)(1.0 / ((double)B * T));
+    real dscale = (real)(1.0 / ((double)A * B * T));
     double window0 = 0, window = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
@@ -152,8 +157,12 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
         }
         double t0 = prof_now();
         model_zero_grad(&m);
-        double loss = model_forward(&m, in, tg, B, 1, dscale) / ((double)B * T);
-        model_backward(&m);
+        double loss = 0;
+        for (int k = 0; k < A; k++) {
+            loss += model_forward(&m, in, tg, B, 1, dscale);
+            model_backward(&m);
+        }
+        loss /= (double)A * B * T;
         double gn = optim_step(&m, s, LR);
         sync_dev(m.params);
         if (s == 0) r.setup_s = prof_now() - t_setup;
@@ -169,8 +178,10 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     prof_on = 1;
     for (int s = 0; s < PROFILE_STEPS; s++) {
         model_zero_grad(&m);
-        model_forward(&m, in, tg, B, 1, dscale);
-        model_backward(&m);
+        for (int k = 0; k < A; k++) {
+            model_forward(&m, in, tg, B, 1, dscale);
+            model_backward(&m);
+        }
         optim_step(&m, warmup + steps + s, LR);
     }
     prof_on = 0;
@@ -187,7 +198,7 @@ static TrainResult bench_train(const char *tier, const char *arm, int mb, int wa
     r.ms_step = 1e3 * window / steps;
     r.ms_min = 1e3 * times[0];
     r.ms_median = 1e3 * times[steps / 2];
-    r.tok_s = (double)steps * B * T / window;
+    r.tok_s = (double)steps * A * B * T / window;
     r.params = model_count_params(&m);
     r.nonemb = model_count_non_embedding(&m);
     r.flop_per_token = mfu_flop_per_token(&c, r.nonemb);
@@ -513,15 +524,17 @@ static void attn_tiles_env(const char *tn) {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_gpu [--tiers 10M,124M,350M|all] [--arms baseline,combo2|all] [--steps N] [--warmup N]\n"
-            "                 [--micro-batch N] [--peak-tflops X] [--attn-iters N] [--no-train] [--no-attn] [--matmul]\n"
-            "                 [--gates] [--attn-tiles mma,mma-bp,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma] [--attn-trace]\n"
+            "                 [--micro-batch N] [--grad-accum N] [--peak-tflops X] [--attn-iters N] [--no-train]\n"
+            "                 [--no-attn] [--matmul] [--gates]\n"
+            "                 [--attn-tiles mma,mma-bp,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma] [--attn-trace]\n"
             "                 [--attn-shape B,T,H,d] [--json FILE]\n");
 }
 
 int main(int argc, char **argv) {
     const char *tiers_arg = "10M,124M,350M", *arms_arg = "baseline,combo2", *json_path = NULL;
     const char *tiles_arg = "mma,mma-bp,wgmma2,wgmma,cudnn,mma-dqs,mma16,wmma";
-    int steps = 10, warmup = 2, mb = 0, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0, do_gates = 0;
+    int steps = 10, warmup = 2, mb = 0, accum = 1, attn_iters = 50, do_train = 1, do_attn = 1, do_mm = 0,
+        do_gates = 0;
     int do_trace = 0;
     int aB = 8, aT = 1024, aH = 12, ad = 64; /* the attention's shape: the 124M tier's micro-batch */
     double peak = 0;
@@ -532,6 +545,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps") && v) steps = atoi(v), i++;
         else if (!strcmp(a, "--warmup") && v) warmup = atoi(v), i++;
         else if (!strcmp(a, "--micro-batch") && v) mb = atoi(v), i++;
+        else if (!strcmp(a, "--grad-accum") && v) accum = atoi(v), i++;
         else if (!strcmp(a, "--peak-tflops") && v) peak = atof(v), i++;
         else if (!strcmp(a, "--attn-iters") && v) attn_iters = atoi(v), i++;
         else if (!strcmp(a, "--json") && v) json_path = v, i++;
@@ -555,7 +569,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (steps < 1 || warmup < 0 || mb < 0 || attn_iters < 1) {
+    if (steps < 1 || warmup < 0 || mb < 0 || accum < 1 || attn_iters < 1) {
         usage();
         return 2;
     }
@@ -612,7 +626,9 @@ int main(int argc, char **argv) {
     }
     int failed = 0;
     if (do_train) {
-        printf("training steps: %d warm-up + %d timed, lr %.0e, random tokens\n", warmup, steps, LR);
+        printf("training steps: %d warm-up + %d timed, lr %.0e, random tokens", warmup, steps, LR);
+        if (accum > 1) printf("; %d micro-batches of B a step, one AdamW update", accum);
+        printf("\n");
         printf("%-6s %-10s %4s %5s %9s %9s %9s %11s %8s %7s %8s %7s %7s %7s\n", "tier", "arm", "B", "T", "ms/step",
                "(min", "median)", "tokens/s", "vs base", "TFLOP/s", "MFU", "loss", "setup s", "mem GiB");
         fflush(stdout);
@@ -627,7 +643,7 @@ int main(int argc, char **argv) {
             for (int ai = 0; ai < arm_count(); ai++) {
                 const char *arm = arm_at(ai)->name;
                 if (!listed(arms_arg, arm)) continue;
-                TrainResult r = bench_train(tiers[ti], arm, mb, warmup, steps, peak);
+                TrainResult r = bench_train(tiers[ti], arm, mb, accum, warmup, steps, peak);
                 if (js) {
                     fprintf(js, "%s\"%s\": {\"ok\": %s", first_arm ? "" : ", ", arm, r.ok ? "true" : "false");
                     if (r.err[0]) {
@@ -636,10 +652,11 @@ int main(int argc, char **argv) {
                     }
                     if (r.B)
                         fprintf(js,
-                                ", \"micro_batch\": %d, \"block_size\": %d, \"params\": %ld, \"non_embedding\": %ld, "
+                                ", \"micro_batch\": %d, \"grad_accum\": %d, \"block_size\": %d, \"params\": %ld, "
+                                "\"non_embedding\": %ld, "
                                 "\"flop_per_token\": %.6g, \"ms_per_step\": %.4f, \"step_ms_min\": %.4f, "
                                 "\"step_ms_median\": %.4f, \"tokens_per_s\": %.1f, \"tflops\": %.3f, \"mfu\": ",
-                                r.B, r.T, r.params, r.nonemb, r.flop_per_token, r.ms_step, r.ms_min, r.ms_median,
+                                r.B, r.A, r.T, r.params, r.nonemb, r.flop_per_token, r.ms_step, r.ms_min, r.ms_median,
                                 r.tok_s, r.tflops);
                     if (r.B) {
                         json_num(js, r.mfu);
@@ -647,6 +664,8 @@ int main(int argc, char **argv) {
                         json_num(js, r.loss_first);
                         fprintf(js, ", \"loss_last\": ");
                         json_num(js, r.loss_last);
+                        fprintf(js, ", \"grad_norm_last\": ");
+                        json_num(js, r.gnorm_last);
                         fprintf(js, ", \"setup_s\": %.2f, \"device_peak_bytes\": %zu, \"profile_ms\": {", r.setup_s,
                                 r.mem_peak);
                         for (int k = 0; k < PROF_N; k++)
