@@ -253,20 +253,21 @@ def main():
         core, eager fails as well: the arm is skipped with the reason, and
         the compiler stays on for the others."""
         nonlocal use_compile
+
+        def skipped(e):
+            if args.backend == "auto":
+                raise e
+            return {"skipped": f"SDPA's {args.backend} kernel: {why(e)}"}
         try:
             return bench_core(key, args, use_compile)
         except Exception as e:
             if not use_compile:
-                if args.backend == "auto":
-                    raise
-                return {"skipped": f"SDPA's {args.backend} kernel: {why(e)}"}
+                return skipped(e)
             torch._dynamo.reset()
             try:
                 r = bench_core(key, args, False)
             except Exception as e2:
-                if args.backend == "auto":
-                    raise
-                return {"skipped": f"SDPA's {args.backend} kernel: {why(e2)}"}
+                return skipped(e2)
             notes.append(f"{arm}: torch.compile failed ({why(e)}); eager from here on")
             print("NOTE:", notes[-1], file=sys.stderr, flush=True)
             use_compile = False
