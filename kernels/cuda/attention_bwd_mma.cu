@@ -553,38 +553,59 @@ static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? 3 : 1)
         sg_bf16 *const dst = ds ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
         /* below the diagonal tile every i > j; only the last tile has rows past T */
         const bool mask = qt == p.kt || q0 + ATTN_BQ > T;
-        /* strip m's S^T and dP^T, formed: the rest of its work */
-        auto rest = [&](int m, float(&st)[2][4], float(&dpt)[2][4]) {
+        /* strip m's S^T and dP^T, formed: the rest of its work; mk: whether
+         * it masks (mask, or a constant false that the inlining folds) */
+        auto rest = [&](int m, float(&st)[2][4], float(&dpt)[2][4], bool mk) {
             tc_reg pa[4], dsa[4];
-            attn_dkdv_elem<LB>(pa, dsa, st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, mask, m * 16, q0, p.key, T,
+            attn_dkdv_elem<LB>(pa, dsa, st, dpt, colsum, Ls, Ds, lbj, g.scale_log2, mk, m * 16, q0, p.key, T,
                                p.tq, dst, p.warp, p.lane);
             clk.template lap<AT_ELEM>();
             attn_dkdv_products<NF, LD>(dva, dka, pa, dsa, Qs, dOs, m * 16, p.lane);
             clk.hold(dva[DP / 8 - 1][3]), clk.hold(dka[DP / 8 - 1][3]);
             clk.template lap<AT_PROD2>();
         };
-        /* the strips with work: a query at or past a key of the warp's
-         * (mi0 + 15 >= kw0) and before T; a contiguous run [mlo, mhi] */
-        int mlo = ATTN_BQ / 16, mhi = -1;
-        for (int m = 0; m < ATTN_BQ / 16; ++m) {
-            const int mi0 = q0 + m * 16;
-            if (active && mi0 + 15 >= p.kw0 && mi0 < T) mlo = mhi < 0 ? m : mlo, mhi = m;
-            else if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
-        }
-        if constexpr (SP) {
-            attn_strips_piped<float[2][4]>(mlo, mhi,
-                                           [&](int m, float(&st)[2][4], float(&dpt)[2][4]) {
-                                               attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
-                                           },
-                                           rest);
-        } else {
+        /* strip m, unpiped: S^T, dP^T (keys x queries q0 + 16m .. q0 + 16m + 15), the rest */
+        auto strip = [&](int m, bool mk) {
+            float st[2][4], dpt[2][4];
+            attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
+            clk.hold(st[1][3]), clk.hold(dpt[1][3]);
+            clk.template lap<AT_PROD1>();
+            rest(m, st, dpt, mk);
+        };
+        if (!SP && qt > p.kt && q0 + ATTN_BQ <= T) {
+            /* A tile below the diagonal and within T (most tiles): every
+             * strip has work and none masks, so its four strips run
+             * unrolled, with constant addresses and no branches, and nvcc
+             * interleaves one strip's products with the previous strip's
+             * exponentials (docs/cuda.md, "Issue cycles from the control
+             * codes").  The same sums in the same order: the same bits.
+             * At head dim 128 the unrolled strips spill, so they loop. */
+            if constexpr (DP <= 64) {
+#pragma unroll
+                for (int m = 0; m < ATTN_BQ / 16; ++m) strip(m, false);
+            } else {
 #pragma unroll 1
-            for (int m = mlo; m <= mhi; ++m) {
-                float st[2][4], dpt[2][4]; /* S^T, dP^T: keys x queries q0 + 16m .. q0 + 16m + 15 */
-                attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
-                clk.hold(st[1][3]), clk.hold(dpt[1][3]);
-                clk.template lap<AT_PROD1>();
-                rest(m, st, dpt);
+                for (int m = 0; m < ATTN_BQ / 16; ++m) strip(m, false);
+            }
+        } else {
+            /* the strips with work: a query at or past a key of the warp's
+             * (mi0 + 15 >= kw0) and before T; a contiguous run [mlo, mhi] */
+            int mlo = ATTN_BQ / 16, mhi = -1;
+            for (int m = 0; m < ATTN_BQ / 16; ++m) {
+                const int mi0 = q0 + m * 16;
+                if (active && mi0 + 15 >= p.kw0 && mi0 < T) mlo = mhi < 0 ? m : mlo, mhi = m;
+                else if (dst) attn_st_ds(dst, zero, p.warp * 16, m * 16, p.lane);
+            }
+            if constexpr (SP) {
+                attn_strips_piped<float[2][4]>(
+                    mlo, mhi,
+                    [&](int m, float(&st)[2][4], float(&dpt)[2][4]) {
+                        attn_two_products<NF, LD>(st, dpt, ka, va, Qs, dOs, m * 16, p.lane);
+                    },
+                    [&](int m, float(&st)[2][4], float(&dpt)[2][4]) { rest(m, st, dpt, mask); });
+            } else {
+#pragma unroll 1
+                for (int m = mlo; m <= mhi; ++m) strip(m, mask);
             }
         }
         if (active) clk.tile();
@@ -817,8 +838,9 @@ static __device__ __forceinline__ void attn_dq_scores(float (&s)[MT][2][4], floa
 /* dQ_w += dS K for the 16 keys n*16 .. n*16+15 of the K tile Ks (those
  * from kn0 on), dsa[i] the strip's dS as the A operand of m-tile i: what
  * both dq kernels do with their dS, in one order, so that the same dS
- * gives the same bits. */
-template <int NF, int MT, int LD>
+ * gives the same bits.  FULL: a key tile left of the diagonal tile, which
+ * every m-tile sees whole. */
+template <int NF, int MT, int LD, bool FULL = false>
 static __device__ __forceinline__ void attn_dq_products(float (&dqa)[MT][2 * NF][4], const tc_reg (&dsa)[MT][4],
                                                         const sg_bf16 *Ks, int n, int kn0, int qw0, int lane) {
 #pragma unroll
@@ -827,7 +849,8 @@ static __device__ __forceinline__ void attn_dq_products(float (&dqa)[MT][2 * NF]
         tc_load_b<LD>(kb, Ks, n * 16, nd * 16, lane);
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-            if (kn0 > qw0 + 16 * i + 15) continue; /* past the m-tile's last query: dS = 0 */
+            /* past the m-tile's last query: dS = 0 (FULL: no m-tile is) */
+            if (!FULL && kn0 > qw0 + 16 * i + 15) continue;
             tc_mma(dqa[i][2 * nd], dsa[i], kb);
             tc_mma(dqa[i][2 * nd + 1], dsa[i], kb + 2);
         }
@@ -921,15 +944,17 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
             auto scores = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4]) {
                 attn_dq_scores<NF, MT, LD>(s, dp, qa, oa, Ks, Vs, n, lane);
             };
-            /* strip n's S and dP, formed: dS, then dQ += dS K */
-            auto rest = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4]) {
+            /* strip n's S and dP, formed: dS, then dQ += dS K; full: a
+             * tile left of the diagonal one (no mask, no m-tile skipped) */
+            auto rest = [&](int n, float(&s)[MT][2][4], float(&dp)[MT][2][4], auto full) {
+                constexpr bool FULL = decltype(full)::value;
                 /* element e of s[i][nt]: query row[i][e >> 1], key k0 + 16n + 8nt + 2tq + (e & 1).
                  * Left of the diagonal tile every j < i; rows past T (in the last
                  * tile) have finite P and are never written. */
                 tc_reg dsa[MT][4];
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
-                    if (kt == qt)
+                    if (!FULL && kt == qt)
                         attn_dq_dscores<true, LB>(s[i], dp[i], lbs, Lr[i], Dr[i], g.scale_log2, n * 16, k0, row[i], T,
                                                   tq);
                     else
@@ -938,22 +963,34 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
                     tc_acc_to_a(dsa[i], dp[i]);
                 }
                 clk.template lap<AT_ELEM>();
-                attn_dq_products<NF, MT, LD>(dqa, dsa, Ks, n, k0 + n * 16, qw0, lane);
+                attn_dq_products<NF, MT, LD, FULL>(dqa, dsa, Ks, n, k0 + n * 16, qw0, lane);
 #pragma unroll
                 for (int i = 0; i < MT; ++i) clk.hold(dqa[i][DP / 8 - 1][3]);
                 clk.template lap<AT_PROD2>();
             };
-            if constexpr (SP) {
-                attn_strips_piped<float[MT][2][4]>(0, nhi, scores, rest);
+            auto strip = [&](int n, auto full) {
+                float s[MT][2][4], dp[MT][2][4];
+                scores(n, s, dp);
+                clk.hold(s[MT - 1][1][3]), clk.hold(dp[MT - 1][1][3]);
+                clk.template lap<AT_PROD1>();
+                rest(n, s, dp, full);
+            };
+            if (!SP && kt < qt) {
+                /* A key tile left of the diagonal one (every step but the
+                 * last): all four strips have work and none masks, so they
+                 * run with no per-strip branches, as in the dK/dV kernel,
+                 * unrolled by two (by four the two m-tiles' registers
+                 * spill).  The same products in the same order. */
+#pragma unroll 2
+                for (int n = 0; n < ATTN_BK / 16; ++n) strip(n, std::true_type());
+            } else if constexpr (SP) {
+                attn_strips_piped<float[MT][2][4]>(0, nhi, scores, [&](int n, float(&s)[MT][2][4],
+                                                                       float(&dp)[MT][2][4]) {
+                    rest(n, s, dp, std::false_type());
+                });
             } else {
 #pragma unroll 1
-                for (int n = 0; n <= nhi; ++n) {
-                    float s[MT][2][4], dp[MT][2][4];
-                    scores(n, s, dp);
-                    clk.hold(s[MT - 1][1][3]), clk.hold(dp[MT - 1][1][3]);
-                    clk.template lap<AT_PROD1>();
-                    rest(n, s, dp);
-                }
+                for (int n = 0; n <= nhi; ++n) strip(n, std::false_type());
             }
             clk.tile();
         }

@@ -364,6 +364,20 @@ static __device__ __forceinline__ void attn_cp_rows(sg_bf16 *__restrict__ dst, c
      * which keeps the address arithmetic in one register; rows past T are
      * not read (offset 0), the copy's zero fill stands in for them */
     const int off0 = (r0 + rt) * rs + c, step = RSTEP * rs;
+    if (r0 + ROWS <= T) {
+        /* every row present (all tiles but the last): no row tests, no
+         * zero fill, and one 64-bit address stepped by a constant multiple
+         * of rs, where the general copy forms and selects an address a copy
+         * (some 40 instructions of a dQ tile's 16 copies; docs/cuda.md,
+         * "Issue cycles from the control codes") */
+        const sg_bf16 *src = slice + off0;
+#pragma unroll
+        for (int u = 0; u < (N + NT - 1) / NT; ++u) {
+            if (N % NT != 0 && (int)threadIdx.x + u * NT >= N) break;
+            tc_cp8(dst + (rt + u * RSTEP) * LD + c, src + u * step);
+        }
+        return;
+    }
 #pragma unroll
     for (int u = 0; u < (N + NT - 1) / NT; ++u) {
         if (N % NT != 0 && (int)threadIdx.x + u * NT >= N) break;

@@ -105,8 +105,15 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
         const sg_bf16 *Ks = cur ? bufA : bufB, *Vs = Ks + ATTN_BK * L::LDH;
         const float *lbs = lbuf + cur * ATTN_BK;
 
-        /* a warp whose queries all precede the tile has nothing in it */
-        if (active && k0 <= wlast) {
+        /* A tile wholly before the warp's first query and within T (most
+         * tiles) runs a copy of the step with no masking, no skipped strips
+         * and no per-strip branches: under those branches nvcc guards every
+         * mma.sync with a WARPSYNC and predicates it, about a fifth of the
+         * warp's issue cycles in a step (docs/cuda.md, "Issue cycles from
+         * the control codes").  The same products in the same order: the
+         * same bits. */
+        auto step = [&](auto full) {
+            constexpr bool FULL = decltype(full)::value;
             /* S: s[i][n] covers keys k0 + 8n .. k0 + 8n + 7 of m-tile i.
              * Strips wholly past the warp's last query are not computed
              * (they are masked below for every row). */
@@ -117,7 +124,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                 for (int i = 0; i < MT; ++i)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) s[i][2 * st][e] = s[i][2 * st + 1][e] = 0.f;
-                if (k0 + st * 16 > wlast) continue;
+                if (!FULL && k0 + st * 16 > wlast) continue;
 #pragma unroll
                 for (int kk = 0; kk < NF; ++kk) {
                     tc_reg kb[4];
@@ -137,14 +144,14 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
 #pragma unroll
             for (int i = 0; i < MT; ++i)
                 attn_fwd_online<LB>(s[i], m[i], l[i], o[i], lbs, g.scale_log2, k0, row[i], T, p.tq,
-                                    k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T);
+                                    !FULL && (k0 + ATTN_BK > wq0 + 16 * i + 1 || k0 + ATTN_BK > T));
             clk.template lap<AT_ELEM>();
 
             /* O += P V, P as the A operand straight from the accumulators;
              * an m-tile skips the strips past its last query (P = 0 there) */
 #pragma unroll
             for (int st = 0; st < NS; ++st) {
-                if (k0 + st * 16 > wlast) continue;
+                if (!FULL && k0 + st * 16 > wlast) continue;
                 tc_reg pa[MT][4];
 #pragma unroll
                 for (int i = 0; i < MT; ++i) tc_acc_to_a(pa[i], s[i] + 2 * st);
@@ -154,7 +161,7 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
                     tc_load_b<L::LDH>(vb, Vs, st * 16, nd * 16, p.lane);
 #pragma unroll
                     for (int i = 0; i < MT; ++i) {
-                        if (k0 + st * 16 > wq0 + 16 * i + 15) continue;
+                        if (!FULL && k0 + st * 16 > wq0 + 16 * i + 15) continue;
                         tc_mma(o[i][2 * nd], pa[i], vb);
                         tc_mma(o[i][2 * nd + 1], pa[i], vb + 2);
                     }
@@ -164,7 +171,10 @@ static __global__ void __launch_bounds__(FwdMmaShape<MT>::NT)
             for (int i = 0; i < MT; ++i) clk.hold(o[i][DP / 8 - 1][3]);
             clk.template lap<AT_PROD2>();
             clk.tile();
-        }
+        };
+        /* a warp whose queries all precede the tile has nothing in it */
+        if (active && k0 + ATTN_BK <= wq0 + 1 && k0 + ATTN_BK <= T) step(std::true_type());
+        else if (active && k0 <= wlast) step(std::false_type());
         if (kt < last_kt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
         clk.template lap<AT_BARRIER>();
     }
