@@ -2,7 +2,8 @@
 # The parts of the GPU scripts that decide something without a GPU:
 # tests/gpu/ab_choose.py, which picks the A/B run that tests/gpu/device.sh's
 # benchmarks then run under, on hand-written bench_gpu tables (the row
-# format of tests/gpu/bench_gpu.c).
+# format of tests/gpu/bench_gpu.c); and tests/gpu/sass_issue.py's issue
+# model, on a hand-written SASS listing.
 set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -186,4 +187,36 @@ for f in tests/gpu/*.sh; do
 done
 check 'grep -q "^\. tests/gpu/device_env.sh$" tests/gpu/device.sh && grep -q "^\. tests/gpu/device_env.sh$" tests/gpu/probe.sh' \
     "device.sh and probe.sh share device_env.sh's setup"
+
+# tests/gpu/sass_issue.py's model on a listing in cuobjdump's form whose
+# answer is worked out by hand: an FFMA that stalls 4, an LDS that sets
+# scoreboard 0 (released 30 cycles after it issues) and an FADD that waits
+# on it.  One warp: FFMA at 0, LDS at 4, FADD at 34, the next pass's FFMA
+# at 35: 35 cycles a pass.
+ctl() { printf '0x%016x' $(($1 << 41)); } # control code: stall | yield << 4 | wbar << 5 | rbar << 8 | wait << 11
+{
+    echo "        Function : fake_kernel"
+    printf '        /*0000*/   FFMA R0, R1, R2, R3 ;   /* 0x0000000000000000 */\n                            /* %s */\n' "$(ctl $((4 | 7 << 5 | 7 << 8)))"
+    printf '        /*0010*/   LDS R4, [R5] ;   /* 0x0000000000000000 */\n                            /* %s */\n' "$(ctl $((1 | 0 << 5 | 7 << 8)))"
+    printf '        /*0020*/   @P0 FADD R6, R4, R0 ;   /* 0x0000000000000000 */\n                            /* %s */\n' "$(ctl $((1 | 7 << 5 | 7 << 8 | 1 << 11)))"
+    printf '        /*0030*/   @P1 BRA 0x10 ;   /* 0x0000000000000000 */\n                            /* %s */\n' "$(ctl $((5 | 7 << 5 | 7 << 8)))"
+    printf '        /*0040*/   EXIT ;   /* 0x0000000000000000 */\n                            /* %s */\n' "$(ctl $((5 | 7 << 5 | 7 << 8)))"
+} >"$W/fake.sass"
+ISSUE="python3 tests/gpu/sass_issue.py --sass --kernel fake"
+out=$($ISSUE "$W/fake.sass" --path 0:30 --warps 1 2>&1)
+check 'grep -q "^instructions 3  HMMA 0  stall cycles 6$" <<<"$out" && grep -q "1 warp a sub-partition: 35 cycles a pass$" <<<"$out"' \
+    "sass_issue.py models a scoreboard wait by hand (35 cycles a pass):"$'\n'"$out"
+# a branch taken as --take says: twice back to the LDS, then on (LDS FADD BRA three times)
+out=$($ISSUE "$W/fake.sass" --path 0:40 --take 30=2 --warps 1 2>&1)
+check 'grep -q "^instructions 10  HMMA 0  stall cycles 25$" <<<"$out"' "sass_issue.py follows a counted branch:"$'\n'"$out"
+out=$($ISSUE "$W/fake.sass" --branches 2>&1)
+check 'grep -q "00030  @P1 BRA 0x10" <<<"$out"' "sass_issue.py --branches lists the branch:"$'\n'"$out"
+expect 1 "says nothing of the branch at 0x30" -- $ISSUE "$W/fake.sass" --path 0:40
+expect 1 "no instruction at 0x8" -- $ISSUE "$W/fake.sass" --path 0:8
+expect 1 "matches 0 kernels" -- python3 tests/gpu/sass_issue.py --sass --kernel nope "$W/fake.sass" --branches
+expect 1 "hexadecimal" -- $ISSUE "$W/fake.sass" --path zz:40
+expect 1 "T, N or a count" -- $ISSUE "$W/fake.sass" --path 0:40 --take 30=maybe
+expect 1 "--branches or --path" -- $ISSUE "$W/fake.sass"
+expect 1 "nope.sass: No such file" -- $ISSUE "$W/nope.sass" --branches
+expect 1 "not a .cu file" -- python3 tests/gpu/sass_issue.py --kernel x nope.cu --branches
 finish

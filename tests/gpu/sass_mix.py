@@ -47,6 +47,10 @@ CLASSES = ["HMMA", "HGMMA", "MUFU", "FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "L
 # attn_gate_load, kernels/cuda/attention_bwd_mma.cu).  Every path through a
 # branch counts, so it is a static count, for comparing a kernel with its
 # twin.
+# RUN, the column before GWAIT, is the longest straight run of products
+# (hmma_run): in the mma attention kernels, a tile's score products when
+# the tiles off the diagonal run without per-strip branches (docs/cuda.md,
+# "Issue cycles from the control codes").
 CLOCK = re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)")
 INS = re.compile(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]\s+)?([A-Z][A-Z0-9_.]*)\s*(.*?)\s*;")
 
@@ -79,6 +83,25 @@ def tool_dirs():
         os.chmod(found[0], 0o755)
         dirs.append(os.path.dirname(found[0]))
     return dirs
+
+
+def tool_env():
+    """The environment with cuobjdump and nvdisasm on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(tool_dirs() + [env.get("PATH", "")])
+    return env
+
+
+def compile_listing(f, arch, env, tmp):
+    """f compiled as the Makefile compiles it, for one architecture, in tmp:
+    its SASS listing and ptxas's report."""
+    inc = [f"-I{os.path.join(ROOT, d)}" for d in ("kernels", "kernels/cuda", "src")]
+    obj = os.path.join(tmp, os.path.basename(f) + ".o")
+    r = subprocess.run(["nvcc", "-std=c++17", "-O3", *inc, "-gencode", f"arch=compute_{arch},code=sm_{arch}",
+                        "-Xptxas", "-v", "-c", f, "-o", obj], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"nvcc {f} failed:\n{r.stderr.strip()}")
+    return sass(obj, env), r.stdout + r.stderr
 
 
 def sass(obj, env):
@@ -162,14 +185,36 @@ def read_regs(op, operands):
     return set(re.findall(r"\bR(\d+)\b", " ".join(args)))
 
 
+def hmma_run(code):
+    """The longest run of unpredicated HMMA products, in address order, with
+    no branch, branch target, barrier, convergence point or WARPSYNC among
+    them: how many products ptxas may schedule as one block.  nvcc guards a
+    mma.sync under a branch it cannot prove warp-uniform with a WARPSYNC and
+    predicates it, which cuts the runs short."""
+    targets = {int(t, 16) for _, ins in code for t in re.findall(r"\bBRA\b.*?0x([0-9a-f]+)", ins)}
+    best = cur = 0
+    for a, ins in code:
+        op = re.sub(r"^@!?U?P[T0-9]\s+", "", ins).split()[0]
+        if a in targets or op.startswith(("WARPSYNC", "BRA", "EXIT", "BAR", "BSSY", "BSYNC")):
+            cur = 0
+        if op.startswith("HMMA"):
+            cur = 0 if ins.startswith("@") else cur + 1
+            best = max(best, cur)
+    return best
+
+
 def mix(text):
-    kernels, name, pending = {}, None, set()
+    kernels, name, pending, code = {}, None, set(), {}
     for line in text.splitlines():
         m = re.search(r"Function : (\S+)", line)
         if m:
             name, pending = m.group(1), set()
             kernels[name] = collections.Counter()
+            code[name] = []
             continue
+        m = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(.*?)\s*;", line)
+        if m and name:
+            code[name].append((int(m.group(1), 16), m.group(2)))
         m = INS.match(line)
         if m and name:
             op = m.group(1)
@@ -189,6 +234,8 @@ def mix(text):
                 c["EX2SEEN"] = 1
             elif m.group(1) == "HMMA" and not c["EX2SEEN"]:
                 c["LEAD"] += 1
+    for name, c in kernels.items():
+        c["RUN"] = hmma_run(code[name])
     return kernels
 
 
@@ -197,7 +244,7 @@ def report(text, a, stale):
     under --fresh-a, their stale A operands (appended to stale)."""
     for k, c in sorted(mix(text).items()):
         if a.filter in k:
-            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES) + f" GWAIT {c['GWAIT']} LEAD {c['LEAD']}")
+            print(f"{k[:72]:72s} ALL {c['ALL']:5d} " + " ".join(f"{n} {c[n]}" for n in CLASSES) + f" RUN {c['RUN']} GWAIT {c['GWAIT']} LEAD {c['LEAD']}")
     if a.fresh_a:
         for k, lines in sorted(stale_a(text).items()):
             if a.filter in k:
@@ -236,25 +283,18 @@ def main():
             fail(f"{f}: not a .cu file")
     if not shutil.which("nvcc"):
         fail("nvcc not found on PATH")
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join(tool_dirs() + [env.get("PATH", "")])
-    inc = [f"-I{os.path.join(ROOT, d)}" for d in ("kernels", "kernels/cuda", "src")]
+    env = tool_env()
     stale = []
     with tempfile.TemporaryDirectory() as tmp:
         for f in a.files:
-            obj = os.path.join(tmp, os.path.basename(f) + ".o")
-            r = subprocess.run(["nvcc", "-std=c++17", "-O3", *inc, "-gencode",
-                                f"arch=compute_{a.arch},code=sm_{a.arch}", "-Xptxas", "-v", "-c", f, "-o", obj],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                fail(f"nvcc {f} failed:\n{r.stderr.strip()}")
+            listing, log = compile_listing(f, a.arch, env, tmp)
             if a.no_serial:
-                for line in (r.stdout + r.stderr).splitlines():
+                for line in log.splitlines():
                     m = re.search(r"\((C75\d\d)\).*wgmma.mma_async instructions are serialized(.*?) in the function '(\S+)'", line)
                     if m and a.filter in m.group(3):
                         stale.append(m.group(3))
                         print(f"serialised products in {m.group(3)}: {m.group(1)}{m.group(2)}")
-            report(sass(obj, env), a, stale)
+            report(listing, a, stale)
 
 
     if stale:
