@@ -147,17 +147,20 @@ else
     # the plain kernels hold a straight run of products (sass_mix's RUN) of
     # a whole tile's scores in the forward (32 a m-tile), two strips in the
     # dQ kernel (48 a m-tile; unrolled by two) and at least two strips in
-    # the dK/dV kernel (64).  With the strips under branches nvcc guarded
+    # the dK/dV kernel (64), and a tile in the dQ kernel that reads the
+    # stored dS (32 a m-tile).  With the strips under branches nvcc guarded
     # the products with WARPSYNCs: runs of 8 or 16 (forward), 16 or 32 (dQ),
-    # 16 (dK/dV)
+    # 16 (dK/dV), 2 or 8 (stored dS)
     short=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); n = $1
                   if (n ~ /attn_fwd_mma_kernelILi64ELi[12]ELb[01]ELb0EEv/) want = 32 * substr(n, index(n, "ELi") + 3, 1)
                   else if (n ~ /attn_bwd_dq_mma_kernelILi64ELi[12]ELb[01]ELb0ELb0EEv/) want = 48 * substr(n, index(n, "ELi") + 3, 1)
                   else if (n ~ /attn_bwd_dkdv_mma_kernelILi64ELb[01]ELi[012]ELb0ELb0EEv/) want = 64
+                  else if (n ~ /attn_bwd_dq_stored_kernelILi64ELi[12]EEv/) want = 32 * substr(n, index(n, "ELi") + 3, 1)
                   else next
-                  k++; if (v["RUN"] < want) print n, "RUN", v["RUN"], "want", want } END { print k + 0, "kernels" }' <<<"$mma")
-    check '[ "$short" = "12 kernels" ]' \
-        "the 12 plain d 64 mma attention kernels run a tile off the diagonal without per-strip branches:"$'\n'"$short"
+                  k++; if (v["RUN"] < want) print n, "RUN", v["RUN"], "want", want } END { print k + 0, "kernels" }' \
+           <(grep -E '^_Z[0-9]+attn_bwd_dq_stored_kernel' <<<"$mix"; cat <<<"$mma"))
+    check '[ "$short" = "14 kernels" ]' \
+        "the 14 plain d 64 mma attention kernels run a tile off the diagonal without per-strip branches:"$'\n'"$short"
     # a value gate's backward in the dK/dV epilogue reads v, w_h and g
     # before it uses any (attn_gate_load): at most 3 more waits for global
     # loads (sass_mix's GWAIT) than the ungated twin, where reading them

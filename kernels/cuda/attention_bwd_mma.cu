@@ -1061,15 +1061,24 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         const sg_bf16 *Ks = reinterpret_cast<const sg_bf16 *>(attn_smem + cur * L::BUF);
         const sg_bf16 *Ss = reinterpret_cast<const sg_bf16 *>(attn_smem + cur * L::BUF + L::S);
 
-        if (active) {
+        /* strip n: dQ += dS K; full: a key tile left of the diagonal one */
+        auto strip = [&](int n, auto full) {
+            tc_reg dsa[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; ++i) tc_load_at<L::LDS>(dsa[i], Ss, warp * RW + 16 * i, n * 16, lane);
+            attn_dq_products<NF, MT, L::LDH, decltype(full)::value>(dqa, dsa, Ks, n, k0 + n * 16, qw0, lane);
+        };
+        if (active && kt < qt) {
+            /* every strip, unrolled, with no branch between the products,
+             * as in the recomputing kernel */
+#pragma unroll
+            for (int n = 0; n < ATTN_BK / 16; ++n) strip(n, std::true_type());
+        } else if (active) {
 #pragma unroll 1
             for (int n = 0; n < ATTN_BK / 16; ++n) {
                 const int kn0 = k0 + n * 16;
                 if (kn0 > wlast || kn0 >= T) break;
-                tc_reg dsa[MT][4];
-#pragma unroll
-                for (int i = 0; i < MT; ++i) tc_load_at<L::LDS>(dsa[i], Ss, warp * RW + 16 * i, n * 16, lane);
-                attn_dq_products<NF, MT, L::LDH>(dqa, dsa, Ks, n, kn0, qw0, lane);
+                strip(n, std::false_type());
             }
         }
         if (kt < qt) __syncthreads(); /* done with buffer cur: tile kt + 2 goes there */
