@@ -489,11 +489,18 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
  * order.  Up to head dim 64 every untraced kernel is held to 168
  * registers, so that three blocks (12 warps) fit an SM whatever the arm:
  * uncapped, the gate's epilogue and the pipelined strips took more, and
- * so did the log-bias on sm_90 (177), which left two.  (On sm_120 the 100
- * KB of shared memory an SM holds these 38 KB blocks to two anyway.)  At
- * 168 only the pipelined ones spill (4 to 8 bytes, on sm_80 and sm_120). */
+ * so did the log-bias on sm_90 (177), which left two.  At 168 the kernels
+ * with the unrolled strips of a full tile spill 0 to 8 bytes on sm_80 and
+ * sm_90, outside the strips.  On sm_120 the 100 KB of shared memory an SM
+ * holds these 38 KB blocks to two anyway, so there they are held to two,
+ * which leaves them their registers (they spilled up to 32 bytes at 168). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define ATTN_DKDV_BLOCKS 2
+#else
+#define ATTN_DKDV_BLOCKS 3
+#endif
 template <int DP, bool LB, int GK, bool SP, bool TR>
-static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? 3 : 1)
+static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? ATTN_DKDV_BLOCKS : 1)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
                              const float *__restrict__ lse, const float *__restrict__ D,
