@@ -219,4 +219,7 @@ expect 1 "T, N or a count" -- $ISSUE "$W/fake.sass" --path 0:40 --take 30=maybe
 expect 1 "--branches or --path" -- $ISSUE "$W/fake.sass"
 expect 1 "nope.sass: No such file" -- $ISSUE "$W/nope.sass" --branches
 expect 1 "not a .cu file" -- python3 tests/gpu/sass_issue.py --kernel x nope.cu --branches
+expect 1 "expected a compute capability" -- python3 tests/gpu/sass_issue.py --arch x --kernel x kernels/cuda/attention_fwd_mma.cu --branches
+PY=$(python3 -c 'import sys; print(sys.executable)')
+expect 1 "nvcc not found" -- env PATH=/nonexistent "$PY" tests/gpu/sass_issue.py --kernel x kernels/cuda/attention_fwd_mma.cu --branches
 finish

@@ -45,6 +45,7 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -180,6 +181,10 @@ def main():
     else:
         if not (a.file.endswith(".cu") and os.path.isfile(a.file)):
             fail(f"{a.file}: not a .cu file")
+        if not re.fullmatch(r"[0-9]{2,3}a?", a.arch):
+            fail(f"--arch {a.arch!r}: expected a compute capability such as 80, 90a or 120")
+        if not shutil.which("nvcc"):
+            fail("nvcc not found on PATH")
         with tempfile.TemporaryDirectory() as tmp:
             listing, _ = sass_mix.compile_listing(a.file, a.arch, sass_mix.tool_env(), tmp)
     found = [k for k in kernels(listing).items() if a.kernel in k[0]]
