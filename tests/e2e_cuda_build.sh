@@ -129,19 +129,25 @@ else
     clocked=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (v["CLOCK"] != 0) print}' <<<"$plain")
     unclocked=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); if (!(v["CLOCK"] >= 8)) print}' <<<"$traced")
     check '[ -n "$plain" ] && [ -z "$clocked" ]' "no plain mma attention kernel reads a clock:"$'\n'"$clocked"
-    check '[ "$(wc -l <<<"$traced")" -eq 20 ] && [ -z "$unclocked" ]' \
-        "the 20 traced mma attention kernels (forward 6, dQ 6, dK/dV 8 at d 64 and 128) read the clocks ($(wc -l <<<"$traced") found):"$'\n'"$unclocked"
+    check '[ "$(wc -l <<<"$traced")" -eq 28 ] && [ -z "$unclocked" ]' \
+        "the 28 traced mma attention kernels (forward 6, dQ 6, dK/dV 16 at d 64 and 128, half of them storing dS) read the clocks ($(wc -l <<<"$traced") found):"$'\n'"$unclocked"
     # the backward's pipelined strips (SG_ATTN_BWD_PIPE=1; SP, the template
-    # argument before TR, Lb1ELb0EE): at d 64, dK/dV 4 and dQ 4, each laying
-    # out twice its plain twin's score products before its first
+    # argument before TR in dQ, Lb1ELb0EE, and before DS and TR in dK/dV,
+    # Lb1ELb[01]ELb0EE): at d 64, dK/dV 8 (4 storing dS) and dQ 4, each
+    # laying out twice its plain twin's score products before its first
     # exponential (sass_mix's LEAD): the next strip's products go before
     # this strip's softmax, and ptxas did not sink them back
-    piped=$(grep -E '^_Z[0-9]+attn_bwd_(dq|dkdv)_mma_kernel.*Lb1ELb0EEv' <<<"$mma")
-    unpiped=$(awk 'NR == FNR { n = $1; sub(/Lb0ELb0EEv.*/, "", n); if ($1 ~ /Lb0ELb0EEv/) lead[n] = $NF; next }
-                   { n = $1; sub(/Lb1ELb0EEv.*/, "", n); if (!(n in lead) || $NF != 2 * lead[n]) print $1, "LEAD", $NF, "plain", lead[n] }' \
+    piped=$(grep -E '^_Z[0-9]+attn_bwd_(dq_mma_kernel.*Lb1ELb0EEv|dkdv_mma_kernel.*Lb1ELb[01]ELb0EEv)' <<<"$mma")
+    unpiped=$(awk 'function key(n,  a, c, i, k, s) { # the name with SP blanked: dQ <DP, MT, LB, SP, TR>, dK/dV <DP, LB, GK, SP, DS, TR>
+                       sub(/EvPf.*/, "", n); c = split(n, a, "ELb"); k = n ~ /dkdv/ ? c - 2 : c - 1
+                       sp = substr(a[k], 1, 1); a[k] = "X" substr(a[k], 2); s = a[1]
+                       for (i = 2; i <= c; i++) s = s "ELb" a[i]
+                       return s }
+                   NR == FNR { n = key($1); if (sp == "0" && $1 ~ /Lb0EEv/) lead[n] = $NF; next }
+                   { n = key($1); if (!(n in lead) || $NF != 2 * lead[n]) print $1, "LEAD", $NF, "plain", lead[n] }' \
               <(cat <<<"$mma") <(cat <<<"$piped"))
-    check '[ "$(wc -l <<<"$piped")" -eq 8 ] && [ -z "$unpiped" ]' \
-        "the 8 pipelined mma backward kernels issue two strips' score products before the first exponential ($(wc -l <<<"$piped") found):"$'\n'"$unpiped"
+    check '[ "$(wc -l <<<"$piped")" -eq 12 ] && [ -z "$unpiped" ]' \
+        "the 12 pipelined mma backward kernels issue two strips' score products before the first exponential ($(wc -l <<<"$piped") found):"$'\n'"$unpiped"
     # a tile off the diagonal runs a copy of the step with no per-strip
     # branches (docs/cuda.md, "Issue cycles from the control codes"): at d 64
     # the plain kernels hold a straight run of products (sass_mix's RUN) of
@@ -154,13 +160,13 @@ else
     short=$(awk '{for (i = 1; i < NF; i++) v[$i] = $(i + 1); n = $1
                   if (n ~ /attn_fwd_mma_kernelILi64ELi[12]ELb[01]ELb0EEv/) want = 32 * substr(n, index(n, "ELi") + 3, 1)
                   else if (n ~ /attn_bwd_dq_mma_kernelILi64ELi[12]ELb[01]ELb0ELb0EEv/) want = 48 * substr(n, index(n, "ELi") + 3, 1)
-                  else if (n ~ /attn_bwd_dkdv_mma_kernelILi64ELb[01]ELi[012]ELb0ELb0EEv/) want = 64
+                  else if (n ~ /attn_bwd_dkdv_mma_kernelILi64ELb[01]ELi[012]ELb0ELb[01]ELb0EEv/) want = 64
                   else if (n ~ /attn_bwd_dq_stored_kernelILi64ELi[12]EEv/) want = 32 * substr(n, index(n, "ELi") + 3, 1)
                   else next
                   k++; if (v["RUN"] < want) print n, "RUN", v["RUN"], "want", want } END { print k + 0, "kernels" }' \
            <(grep -E '^_Z[0-9]+attn_bwd_dq_stored_kernel' <<<"$mix"; cat <<<"$mma"))
-    check '[ "$short" = "14 kernels" ]' \
-        "the 14 plain d 64 mma attention kernels run a tile off the diagonal without per-strip branches:"$'\n'"$short"
+    check '[ "$short" = "18 kernels" ]' \
+        "the 18 plain d 64 mma attention kernels run a tile off the diagonal without per-strip branches:"$'\n'"$short"
     # a value gate's backward in the dK/dV epilogue reads v, w_h and g
     # before it uses any (attn_gate_load): at most 3 more waits for global
     # loads (sass_mix's GWAIT) than the ungated twin, where reading them
@@ -170,8 +176,8 @@ else
                     { n = $1; sub(/EvPf.*/, "", n); t = n; sub(/ELi[12]E/, "ELi0E", t)
                       if (!(t in w) || $(NF - 2) > w[t] + 3) print $1, "GWAIT", $(NF - 2), "ungated", w[t] }' \
                <(cat <<<"$mma") <(cat <<<"$gated"))
-    check '[ "$(wc -l <<<"$gated")" -eq 14 ] && [ -z "$slowgate" ]' \
-        "the 14 gated dK/dV kernels wait for global loads at most 3 times more than their ungated twins ($(wc -l <<<"$gated") found):"$'\n'"$slowgate"
+    check '[ "$(wc -l <<<"$gated")" -eq 28 ] && [ -z "$slowgate" ]' \
+        "the 28 gated dK/dV kernels wait for global loads at most 3 times more than their ungated twins ($(wc -l <<<"$gated") found):"$'\n'"$slowgate"
     # the next tile's row statistics (LSE, D) and log-bias come by cp.async
     # in the tile's own group (attn_cp_rowstats, attn_cp_f32s), read where
     # they are used: an ungated mma tile kernel waits for a global load at
@@ -181,7 +187,7 @@ else
     # log-bias: 36 kernels)
     ungated=$(grep -vE 'ELb0ELi[12]E' <<<"$mma")
     waiting=$(awk '$(NF - 2) > 1 { print $1, "GWAIT", $(NF - 2) }' <<<"$ungated")
-    check '[ "$(wc -l <<<"$ungated")" -eq 58 ] && [ -z "$waiting" ]' \
+    check '[ "$(wc -l <<<"$ungated")" -eq 72 ] && [ -z "$waiting" ]' \
         "the $(wc -l <<<"$ungated") ungated mma attention kernels wait for a global load at most once:"$'\n'"$waiting"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping

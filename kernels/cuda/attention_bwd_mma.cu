@@ -180,13 +180,18 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
 }
 
 /* A warp's packed dS^T strip (an A operand: keys r0 .. r0+15 of the
- * tile, queries c0 .. c0+15) into a stored dS tile, row-major by key: each
- * register is two adjacent queries of one key. */
+ * tile, queries c0 .. c0+15) into a stored dS tile (attn_ds_at: 8 x 8
+ * blocks of 128 bytes).  Each register of the fragment is one block:
+ * lane (g, t) holds its row g, queries 2t and 2t+1, so each of the four
+ * stores is a warp's 128 contiguous bytes (row-major by key, they were 16
+ * bytes in each of 8 rows). */
 static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&a)[4], int r0, int c0, int lane) {
     const int gq = lane >> 2, tq = lane & 3;
-    tc_reg *lo = reinterpret_cast<tc_reg *>(tile + (r0 + gq) * ATTN_BQ + c0 + 2 * tq);
-    tc_reg *hi = reinterpret_cast<tc_reg *>(tile + (r0 + gq + 8) * ATTN_BQ + c0 + 2 * tq);
-    lo[0] = a[0], hi[0] = a[1], lo[4] = a[2], hi[4] = a[3]; /* [4]: 8 queries on */
+    /* r0 and c0 are multiples of 8: (r0 + g, c0 + 2t) is (g, 2t) of block
+     * (r0, c0), at attn_ds_at(r0, c0) + 8 g + 2 t = r0 ATTN_BQ + 8 c0 + ... */
+    tc_reg *lo = reinterpret_cast<tc_reg *>(tile + r0 * ATTN_BQ + 8 * (c0 + gq) + 2 * tq);
+    constexpr int KB = ATTN_DS_KEYBLOCK / 2, QB = 64 / 2; /* tc_regs to the next 8 keys, 8 queries */
+    lo[0] = a[0], lo[KB] = a[1], lo[QB] = a[2], lo[KB + QB] = a[3];
 }
 
 /* dkdv's strip once its S^T (st) and dP^T (dpt) are formed: P^T and dS^T
@@ -486,7 +491,10 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
 /* GK: GATE_NORM or GATE_PROJ, a value gate's backward fused after dV
  * (attn_gate_bwd_rows; with no log-bias), or 0.  SP: the strips
  * pipelined (SG_ATTN_BWD_PIPE=1, head dim 64), the same sums in the same
- * order.  Up to head dim 64 every untraced kernel is held to 168
+ * order.  DS: dS stored for the dq kernel (SG_ATTN_DQ=stored; ds is then
+ * not null).  A template flag, not a test of ds: tested, it left 16
+ * predicated stores and a branch in every tile of the recomputing
+ * backward, the default.  Up to head dim 64 every untraced kernel is held to 168
  * registers, so that three blocks (12 warps) fit an SM whatever the arm:
  * uncapped, the gate's epilogue and the pipelined strips took more, and
  * so did the log-bias on sm_90 (177), which left two.  At 168 the kernels
@@ -499,7 +507,7 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
 #else
 #define ATTN_DKDV_BLOCKS 3
 #endif
-template <int DP, bool LB, int GK, bool SP, bool TR>
+template <int DP, bool LB, int GK, bool SP, bool DS, bool TR>
 static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? ATTN_DKDV_BLOCKS : 1)
     attn_bwd_dkdv_mma_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dlogbias,
                              const AttnOp qo, const AttnOp ko, const AttnOp vo, const AttnOp go,
@@ -557,7 +565,7 @@ static __global__ void __launch_bounds__(ATTN_NT, DP <= 64 && !TR ? ATTN_DKDV_BL
         const sg_bf16 *Qs = sm.buf(cur), *dOs = sm.buf(cur) + TE;
         const float *Ls = sm.L2 + cur * ATTN_BQ, *Ds = sm.D2 + cur * ATTN_BQ;
 
-        sg_bf16 *const dst = ds ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
+        sg_bf16 *const dst = DS ? attn_ds_tile(ds, p.bh, T, p.kt, qt) : nullptr;
         /* below the diagonal tile every i > j; only the last tile has rows past T */
         const bool mask = qt == p.kt || q0 + ATTN_BQ > T;
         /* strip m's S^T and dP^T, formed: the rest of its work; mk: whether
@@ -1017,7 +1025,8 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
  * dQ_w += dS_w K_n, dS_w read transposed from the key-major tile.  The
  * m-tiles, strips, skips and order of products are the recomputing
  * kernel's, so the same dS gives the same bits.  A buffer is a K tile,
- * then a dS tile. */
+ * then a dS tile (row-major by key: attn_cp_ds_tile undoes the stored
+ * blocks). */
 template <int DP>
 struct DqStoredLayout {
     static constexpr int LDH = DP + 8;      /* K rows (bf16) */
@@ -1044,7 +1053,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
     const bool active = qw0 < T; /* warp-uniform */
 
     attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(attn_smem), kh, ko.rs, 0, T);
-    attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::S), dsq, 0);
+    attn_cp_ds_tile<L::LDS, NT>(reinterpret_cast<sg_bf16 *>(attn_smem + L::S), dsq);
     tc_cp_commit();
     float dqa[MT][DP / 8][4];
 #pragma unroll
@@ -1059,8 +1068,7 @@ static __global__ void __launch_bounds__(DqMma<MT>::NT)
         if (kt < qt) { /* fetch the next tiles while these are used */
             unsigned char *nb = attn_smem + (cur ^ 1) * L::BUF;
             attn_cp_rows<ATTN_BK, DP, L::LDH, NT>(reinterpret_cast<sg_bf16 *>(nb), kh, ko.rs, k0 + ATTN_BK, T);
-            attn_cp_tile<ATTN_BK, ATTN_BQ, L::LDS, NT>(reinterpret_cast<sg_bf16 *>(nb + L::S),
-                                                       dsq + (long)(kt + 1) * TILE, 0);
+            attn_cp_ds_tile<L::LDS, NT>(reinterpret_cast<sg_bf16 *>(nb + L::S), dsq + (long)(kt + 1) * TILE);
             tc_cp_commit();
             tc_cp_wait<1>();
         } else {
@@ -1110,12 +1118,15 @@ static void attn_bwd_mma_launch(real *dq, real *dk, real *dv, real *dlogbias, co
     if (gate && lb) sg_cuda_fail(__FILE__, __LINE__, "op_attention_gate_bwd", "a value gate with a log-bias");
     const long blocks = (long)grid.x * grid.y * grid.z;
     KtraceRec *trace = nullptr; /* the traced kernels' records (attention_trace.h) */
+    auto mma_dkdv_ds = [&](auto sp, auto tr, auto dsf) {
+        constexpr bool SP = decltype(sp)::value, TR = decltype(tr)::value, DS = decltype(dsf)::value;
+        return lb                        ? attn_bwd_dkdv_mma_kernel<DP, true, 0, SP, DS, TR>
+               : !gate                   ? attn_bwd_dkdv_mma_kernel<DP, false, 0, SP, DS, TR>
+               : gate->kind == GATE_NORM ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM, SP, DS, TR>
+                                         : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ, SP, DS, TR>;
+    };
     auto mma_dkdv = [&](auto sp, auto tr) {
-        constexpr bool SP = decltype(sp)::value, TR = decltype(tr)::value;
-        return lb                        ? attn_bwd_dkdv_mma_kernel<DP, true, 0, SP, TR>
-               : !gate                   ? attn_bwd_dkdv_mma_kernel<DP, false, 0, SP, TR>
-               : gate->kind == GATE_NORM ? attn_bwd_dkdv_mma_kernel<DP, false, GATE_NORM, SP, TR>
-                                         : attn_bwd_dkdv_mma_kernel<DP, false, GATE_PROJ, SP, TR>;
+        return ds ? mma_dkdv_ds(sp, tr, std::true_type{}) : mma_dkdv_ds(sp, tr, std::false_type{});
     };
     /* the pipelined strips at head dim 64, the tiers' (at 128 the second
      * strip's registers would spill) */
