@@ -29,9 +29,11 @@
 # ("VAR=value ...", several separated by ';'), each under AB_LIMIT_S (30 s;
 # one took about 25 s on the H200).  By default (run 4 settled the rest,
 # within 1% or worse) the defaults, SG_ATTN_BWD_PIPE=1 (the mma backward's
-# strips pipelined), SG_ATTN_WGMMA=2 (the attention on Hopper's warpgroup
-# products, the forward pipelined) and SG_ATTN=cudnn, cuDNN's fused
-# attention (the libraries: below).  Others to try: SG_MATMUL_TUNE=1, SG_ATTN_WARP_ROWS=16,
+# strips pipelined), SG_ATTN_DQ=stored (dQ from the dS the dK/dV kernel
+# stores: a third of the recomputing dq kernel's products, docs/cuda.md
+# "Issue cycles from the control codes"), SG_ATTN_WGMMA=2 (the attention
+# on Hopper's warpgroup products, the forward pipelined) and
+# SG_ATTN=cudnn, cuDNN's fused attention (the libraries: below).  Others to try: SG_MATMUL_TUNE=1, SG_ATTN_WARP_ROWS=16,
 # SG_BF16_OPERANDS=0.  If test-gpu passed, the benchmarks then run under
 # the fastest of them (tests/gpu/ab_choose.py: baseline's and combo2's
 # tokens/s added), so that one call measures the goals with the best
@@ -52,11 +54,12 @@
 # probe (60 s at most, seconds in fact), the attention's phase clocks (90 s
 # at most, seconds in fact), test-gpu at most
 # TEST_GPU_LIMIT_S=240 s (137 s in run 4's last call, more now), the sanitizer
-# SANITIZE_BUDGET_S=60 s (with 30 s of grace), four 30 s A/B runs, and the
+# SANITIZE_BUDGET_S=60 s (with 30 s of grace), five 30 s A/B runs, and the
 # benchmarks whatever of DEVICE_LIMIT_S=590 s those leave, less 20 s, and
 # at least 160 s (BENCH_GPU_BUDGET_S fixes it instead).  With test-gpu and
-# the A/B runs taking what they took in run 4, the benchmarks get about
-# 270 s, enough for PyTorch's 350M tier too.
+# the A/B runs taking what they took in run 5, the benchmarks get about
+# 290 s (316 in run 5, with four A/B runs), enough for PyTorch's 350M tier
+# too.
 set -u
 B=${B:-build/dev}
 if [ "${1:-}" = --pack ]; then
@@ -171,7 +174,7 @@ grep -E "^(compute-sanitizer:|failed:|note:|sanitize: compute)" "$OUT/sanitize.l
 # The A/B runs (the comment at the top): the defaults first, then each
 # setting of DEVICE_AB, separated by ';', each one or more VAR=value (e.g.
 # "SG_ATTN=mma;SG_ATTN=mma SG_MATMUL_KEEP=0").
-DEVICE_AB=${DEVICE_AB-SG_ATTN_BWD_PIPE=1 SG_MATMUL_STATS=1;SG_ATTN_WGMMA=2 SG_MATMUL_STATS=1;SG_ATTN=cudnn SG_MATMUL_STATS=1}
+DEVICE_AB=${DEVICE_AB-SG_ATTN_BWD_PIPE=1 SG_MATMUL_STATS=1;SG_ATTN_DQ=stored SG_MATMUL_STATS=1;SG_ATTN_WGMMA=2 SG_MATMUL_STATS=1;SG_ATTN=cudnn SG_MATMUL_STATS=1}
 IFS=';' read -ra all_settings <<<"$DEVICE_AB"
 settings=()
 for setting in "${all_settings[@]}"; do [ -z "${setting// /}" ] || settings+=("$setting"); done
