@@ -180,15 +180,16 @@ static __device__ __forceinline__ void attn_dq_dscores(const float (&s)[2][4], f
 }
 
 /* A warp's packed dS^T strip (an A operand: keys r0 .. r0+15 of the
- * tile, queries c0 .. c0+15) into a stored dS tile (attn_ds_at: 8 x 8
- * blocks of 128 bytes).  Each register of the fragment is one block:
+ * tile, queries c0 .. c0+15) into a stored dS tile (8 x 8 blocks of 128
+ * bytes: ATTN_DS_KEYBLOCK, attention_cuda.h).  Each register of the fragment is one block:
  * lane (g, t) holds its row g, queries 2t and 2t+1, so each of the four
  * stores is a warp's 128 contiguous bytes (row-major by key, they were 16
  * bytes in each of 8 rows). */
 static __device__ __forceinline__ void attn_st_ds(sg_bf16 *tile, const tc_reg (&a)[4], int r0, int c0, int lane) {
     const int gq = lane >> 2, tq = lane & 3;
     /* r0 and c0 are multiples of 8: (r0 + g, c0 + 2t) is (g, 2t) of block
-     * (r0, c0), at attn_ds_at(r0, c0) + 8 g + 2 t = r0 ATTN_BQ + 8 c0 + ... */
+     * (r0, c0), at KEYBLOCK r0 / 8 + 64 c0 / 8 + 8 g + 2 t; written so, the
+     * dS-storing kernels spill least (other forms gave ptxas other code) */
     tc_reg *lo = reinterpret_cast<tc_reg *>(tile + r0 * ATTN_BQ + 8 * (c0 + gq) + 2 * tq);
     constexpr int KB = ATTN_DS_KEYBLOCK / 2, QB = 64 / 2; /* tc_regs to the next 8 keys, 8 queries */
     lo[0] = a[0], lo[KB] = a[1], lo[QB] = a[2], lo[KB + QB] = a[3];
@@ -492,8 +493,8 @@ static __device__ __forceinline__ void attn_dkdv_epilogue(float (&dka)[DP / 8][4
  * (attn_gate_bwd_rows; with no log-bias), or 0.  SP: the strips
  * pipelined (SG_ATTN_BWD_PIPE=1, head dim 64), the same sums in the same
  * order.  DS: dS stored for the dq kernel (SG_ATTN_DQ=stored; ds is then
- * not null).  A template flag, not a test of ds: tested, it left 16
- * predicated stores and a branch in every tile of the recomputing
+ * not null).  A template flag, not a test of ds: tested, it left a
+ * branch and 16 stores (12 predicated) in every tile of the recomputing
  * backward, the default.  Up to head dim 64 every untraced kernel is held to 168
  * registers, so that three blocks (12 warps) fit an SM whatever the arm:
  * uncapped, the gate's epilogue and the pipelined strips took more, and

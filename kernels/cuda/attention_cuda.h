@@ -410,20 +410,18 @@ static __device__ __forceinline__ void attn_cp_rows_core(sg_bf16 *__restrict__ d
     }
 }
 
-/* A stored dS tile (ATTN_BK keys x ATTN_BQ queries, bf16) in 8 x 8
+/* A stored dS tile (ATTN_BK keys x ATTN_BQ queries, bf16) is 8 x 8
  * blocks of 128 bytes, each row-major, the blocks row-major by key:
- * element (key r, query c) at attn_ds_at(r, c).  A warp's mma fragment
- * register is one block (attn_st_ds), so its stores are whole 128-byte
- * lines. */
+ * element (key r, query c) at
+ *   ATTN_DS_KEYBLOCK (r / 8) + 64 (c / 8) + 8 (r % 8) + c % 8.
+ * A warp's mma fragment register is one block (attn_st_ds), so its stores
+ * are whole 128-byte lines. */
 static constexpr int ATTN_DS_KEYBLOCK = 8 * ATTN_BQ; /* elements from keys r to r + 8 */
-static __host__ __device__ __forceinline__ int attn_ds_at(int r, int c) {
-    return (r >> 3) * ATTN_DS_KEYBLOCK + (c >> 3) * 64 + (r & 7) * 8 + (c & 7);
-}
 
-/* A stored dS tile (attn_ds_at's layout, all present) into a row-major
- * tile of row length LD, by cp.async: thread idx copies the tile's idx-th
- * 16 bytes, so a warp reads 512 contiguous bytes, and its 8 rows of a
- * block land 2 LD bytes apart (conflict-free for LD = ATTN_BQ + 8). */
+/* A stored dS tile (all present) into a row-major tile of row length LD,
+ * by cp.async: thread idx copies the tile's idx-th 16 bytes, so a warp
+ * reads 512 contiguous bytes, and its 8 rows of a block land 2 LD bytes
+ * apart (conflict-free for LD = ATTN_BQ + 8). */
 template <int LD, int NT>
 static __device__ __forceinline__ void attn_cp_ds_tile(sg_bf16 *__restrict__ dst, const sg_bf16 *__restrict__ tile) {
     constexpr int CH = ATTN_BQ / 8, N = ATTN_BK * CH;
@@ -432,7 +430,7 @@ static __device__ __forceinline__ void attn_cp_ds_tile(sg_bf16 *__restrict__ dst
     for (int u = 0; u < N / NT; ++u) {
         const int idx = (int)threadIdx.x + u * NT;
         const int r = 8 * (idx / (8 * CH)) + (idx & 7), c = 8 * ((idx >> 3) % CH);
-        tc_cp8(dst + r * LD + c, tile + 8 * idx);
+        tc_cp8(dst + r * LD + c, tile + 8 * idx); /* 8 idx: (r, c) in the stored layout */
     }
 }
 
@@ -464,7 +462,7 @@ bool attn_dq_stored(void);
 bool attn_bwd_pipe(void);
 /* The stored dS of a backward: per (b,h) the tiles of the causal triangle
  * (key tile kt <= query tile qt), row qt after row qt - 1, each 64 keys x
- * 64 queries in attn_ds_at's 8 x 8 blocks.  Above ATTN_DS_MAX_BYTES (1 GiB: 124M at
+ * 64 queries in 8 x 8 blocks (ATTN_DS_KEYBLOCK).  Above ATTN_DS_MAX_BYTES (1 GiB: 124M at
  * B 8, T 1024 needs 107 MB) the backward recomputes instead. */
 static constexpr size_t ATTN_DS_MAX_BYTES = (size_t)1 << 30;
 static __host__ __device__ __forceinline__ size_t attn_ds_tiles(int T) {
