@@ -43,11 +43,14 @@
  * comparisons with the CPU reference at fp32 tolerance.
  *
  * The softmax: one block per row, a two-pass kernel that reads the row
- * twice (cls_softmax_kernel).  A version that held the row in registers
- * and read it once, in 16-byte groups, measured slower on an H200 (run 5,
+ * twice, in 16-byte groups of 8 logits where the rows allow it
+ * (cls_softmax8_kernel: bf16, Vp a multiple of 8) and one logit a load
+ * elsewhere (cls_softmax_kernel).  A version that held the row in
+ * registers and read it once measured slower on an H200 (run 5,
  * 2026-12-04: the classifier's call 4.59 ms a 124M step against 3.88 with
- * this kernel in run 4; 25 groups a thread left two 256-thread blocks an
- * SM, too few rows in flight), and was taken out.
+ * the scalar two-pass kernel in run 4; 25 groups a thread left two
+ * 256-thread blocks an SM, too few rows in flight), and was taken out: the
+ * 16-byte kernel keeps the two passes and three 512-thread blocks an SM.
  *
  * Determinism.  cuBLAS GEMMs give the same bits on every run on the same
  * GPU model and library (one stream, no atomics mode).  Each row's max and
@@ -172,6 +175,114 @@ cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
     for (int j = V + tid; j < Vg; j += CLS_THREADS) store_gin(di + j, 0.f);
 }
 
+#ifndef SG_CLASSIFIER_FP32
+/* cls_softmax_kernel's work on groups of 8 consecutive logits, each read
+ * in one 16-byte load (bf16 logits, ldz and Vg multiples of 8, z 16-byte
+ * aligned: cls_vec_ok).  Thread tid takes groups tid, tid + CLS_THREADS,
+ * ..., two at a time with both loads issued first.  Why: the scalar
+ * kernel's 2-byte loads put 2 bytes a thread in flight, 4 KB an SM, where
+ * covering the memory's latency at 4.8 TB/s takes about 30 KB; here it is
+ * 32 bytes a thread.  Per group the running pair (m, s) moves once, to the
+ * group's max, and the 8 exponentials are taken against it: the same
+ * quantities as the scalar kernel's, summed in another order.  Columns
+ * j >= V in the last group count as -inf (exp 0) and their dlogits are 0,
+ * as are the groups past V up to Vg, which are written, not read. */
+__device__ __forceinline__ void cls_load(float v[8], const gin_t *zi, int q) {
+    float4 a, b;
+    ldv8(zi + 8 * q, a, b);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void cls_mask(float v[8], int q, int V) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        if (8 * q + k >= V) v[k] = -INFINITY;
+}
+__device__ __forceinline__ void cls_group_add(float &m, float &s, const float v[8]) {
+    float g = v[0];
+#pragma unroll
+    for (int k = 1; k < 8; ++k) g = fmaxf(g, v[k]);
+    if (g > m) {
+        s *= expf(m - g);
+        m = g;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += expf(v[k] - m);
+}
+__global__ void __launch_bounds__(CLS_THREADS)
+cls_softmax8_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss, float *__restrict__ losses,
+                    const int32_t *__restrict__ targets, int V, int Vg, int ldz, float dscale) {
+    __shared__ float m_sh[CLS_THREADS];
+    __shared__ double s_sh[CLS_THREADS];
+    __shared__ float zy_sh;
+    const int tid = threadIdx.x;
+    const long i = blockIdx.x;
+    const gin_t *zi = z + i * ldz;
+    const int y = targets[i];
+    if (tid == 0) zy_sh = load_gin(zi + y);
+
+    const int nv = (V + 7) / 8, ng = Vg / 8; /* groups holding logits; all groups */
+    float m = -INFINITY, s = 0.f;
+    int q = tid;
+    for (; q + CLS_THREADS < nv; q += 2 * CLS_THREADS) {
+        float v0[8], v1[8];
+        cls_load(v0, zi, q);
+        cls_load(v1, zi, q + CLS_THREADS);
+        cls_mask(v1, q + CLS_THREADS, V); /* v0 lies below v1 */
+        cls_group_add(m, s, v0);
+        cls_group_add(m, s, v1);
+    }
+    if (q < nv) {
+        float v0[8];
+        cls_load(v0, zi, q);
+        cls_mask(v0, q, V);
+        cls_group_add(m, s, v0);
+    }
+    m_sh[tid] = m;
+    s_sh[tid] = s;
+    __syncthreads();
+    for (int w = CLS_THREADS / 2; w > 0; w >>= 1) { /* fixed tree */
+        if (tid < w) {
+            float mm = m_sh[tid];
+            double ss = s_sh[tid];
+            lse_combine(mm, ss, m_sh[tid + w], s_sh[tid + w]);
+            m_sh[tid] = mm;
+            s_sh[tid] = ss;
+        }
+        __syncthreads();
+    }
+    const float M = m_sh[0];
+    const double S = s_sh[0];
+    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
+    if (!dz) return;
+    const float f = (float)((double)dscale / S);
+    gin_t *di = dz + i * ldz;
+    for (q = tid; q < ng; q += 2 * CLS_THREADS) {
+        float v[2][8];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int qq = q + u * CLS_THREADS;
+            if (qq < nv) cls_load(v[u], zi, qq);
+            else
+#pragma unroll
+                for (int k = 0; k < 8; ++k) v[u][k] = -INFINITY;
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int qq = q + u * CLS_THREADS;
+            if (qq >= ng) break;
+            if (8 * qq + 8 > V) cls_mask(v[u], qq, V);
+            float e[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                e[k] = expf(v[u][k] - M) * f; /* 0 at -inf */
+                e[k] = 8 * qq + k == y ? e[k] - dscale : e[k];
+            }
+            sg_st_bf16x8(di + 8 * qq, make_float4(e[0], e[1], e[2], e[3]), make_float4(e[4], e[5], e[6], e[7]));
+        }
+    }
+}
+#endif
+
 /* *out = sum of x[0..n) in a fixed order: thread t adds t, t+1024, ...,
  * then a fixed tree. */
 __global__ void __launch_bounds__(SUM_THREADS)
@@ -280,6 +391,11 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
     gin_t *dz = grad ? z : NULL; /* dlogits overwrite the logits */
     gin_t *wbuf = (gin_t *)(s + zb + lb + 256);
     gin_t *xbuf = (gin_t *)(s + zb + lb + 256 + wb);
+#ifndef SG_CLASSIFIER_FP32
+    /* the 16-byte path: rows and the classes the GEMMs cover in whole
+     * groups of 8 (the scratch is 256-byte aligned) */
+    const bool vec = Vp % 8 == 0;
+#endif
 
 #ifdef SG_CLASSIFIER_FP32
     const gin_t *w = gemm_input(wbuf, wte, (long)V * C, (long)Vg * C);
@@ -292,8 +408,14 @@ extern "C" double op_classifier(real *losses, real *dx, real *dwte, const real *
         const int n = N - r0 < chunk ? N - r0 : chunk;
         const gin_t *xc = gemm_input(xbuf, x + (size_t)r0 * C, (long)n * C, (long)n * C);
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, Vg, n, C, w, C, xc, C, 0.f, z, Vp, GIN_TYPE);
-        cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL, targets + r0,
-                                                      V, Vg, Vp, dscale);
+#ifndef SG_CLASSIFIER_FP32
+        if (vec)
+            cls_softmax8_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
+                                                           targets + r0, V, Vg, Vp, dscale);
+        else
+#endif
+            cls_softmax_kernel<<<n, CLS_THREADS, 0, st>>>(z, dz, rowloss + r0, losses ? losses + r0 : NULL,
+                                                          targets + r0, V, Vg, Vp, dscale);
         CUDA_LAUNCHED();
         if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, n, Vg, w, C, dz, Vp, 0.f, dx + (size_t)r0 * C, C);
         if (dwte) gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, Vg, n, xc, C, dz, Vp, 1.f, dwte, C);

@@ -255,14 +255,74 @@ __device__ __forceinline__ __nv_bfloat16 sg_cast_bf16(float v) { return __float2
  * policy). */
 __device__ __forceinline__ float4 sg_ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
 __device__ __forceinline__ void sg_st4(float *p, float4 x) { __stwb(reinterpret_cast<float4 *>(p), x); }
+/* Four and eight consecutive bf16 as one access: 8 and 16 bytes, aligned
+ * so.  Through __nv_bfloat162 pointers, or a struct of them, nvcc 13 makes
+ * one 4-byte access per pair, each a warp instruction of its own, and an
+ * elementwise kernel reading 4 bytes a lane has too few loads in flight to
+ * cover the memory's latency (docs/cuda.md, "Elementwise ops"); on the
+ * device the bits therefore go through uint2 and uint4.  The emulator
+ * (whose exact-bf16 build makes each element 4 bytes) copies the struct. */
+struct __align__(2 * sizeof(__nv_bfloat162)) sg_bf16x4 {
+    __nv_bfloat162 h[2];
+};
+struct __align__(4 * sizeof(__nv_bfloat162)) sg_bf16x8 {
+    __nv_bfloat162 h[4];
+};
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ sg_bf16x4 sg_ld_bf16x4(const __nv_bfloat16 *p) {
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    sg_bf16x4 q;
+    q.h[0] = *reinterpret_cast<const __nv_bfloat162 *>(&u.x), q.h[1] = *reinterpret_cast<const __nv_bfloat162 *>(&u.y);
+    return q;
+}
+__device__ __forceinline__ sg_bf16x8 sg_ld_bf16x8(const __nv_bfloat16 *p) {
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    sg_bf16x8 q;
+    q.h[0] = *reinterpret_cast<const __nv_bfloat162 *>(&u.x), q.h[1] = *reinterpret_cast<const __nv_bfloat162 *>(&u.y);
+    q.h[2] = *reinterpret_cast<const __nv_bfloat162 *>(&u.z), q.h[3] = *reinterpret_cast<const __nv_bfloat162 *>(&u.w);
+    return q;
+}
+__device__ __forceinline__ void sg_st_bf16x4(__nv_bfloat16 *p, const sg_bf16x4 &q) {
+    uint2 u;
+    u.x = *reinterpret_cast<const unsigned *>(&q.h[0]), u.y = *reinterpret_cast<const unsigned *>(&q.h[1]);
+    *reinterpret_cast<uint2 *>(p) = u;
+}
+__device__ __forceinline__ void sg_st_bf16x8(__nv_bfloat16 *p, const sg_bf16x8 &q) {
+    uint4 u;
+    u.x = *reinterpret_cast<const unsigned *>(&q.h[0]), u.y = *reinterpret_cast<const unsigned *>(&q.h[1]);
+    u.z = *reinterpret_cast<const unsigned *>(&q.h[2]), u.w = *reinterpret_cast<const unsigned *>(&q.h[3]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+#else
+__device__ __forceinline__ sg_bf16x4 sg_ld_bf16x4(const __nv_bfloat16 *p) {
+    return *reinterpret_cast<const sg_bf16x4 *>(p);
+}
+__device__ __forceinline__ sg_bf16x8 sg_ld_bf16x8(const __nv_bfloat16 *p) {
+    return *reinterpret_cast<const sg_bf16x8 *>(p);
+}
+__device__ __forceinline__ void sg_st_bf16x4(__nv_bfloat16 *p, const sg_bf16x4 &q) {
+    *reinterpret_cast<sg_bf16x4 *>(p) = q;
+}
+__device__ __forceinline__ void sg_st_bf16x8(__nv_bfloat16 *p, const sg_bf16x8 &q) {
+    *reinterpret_cast<sg_bf16x8 *>(p) = q;
+}
+#endif
 /* The bf16 of four floats, each as sg_cast_bf16 rounds it, at t (8-byte
- * aligned): two 4-byte stores instead of four 2-byte ones. */
+ * aligned): one 8-byte store. */
 __device__ __forceinline__ void sg_st_bf16x4(__nv_bfloat16 *t, float4 v) {
-    __nv_bfloat162 lo, hi;
-    lo.x = sg_cast_bf16(v.x), lo.y = sg_cast_bf16(v.y);
-    hi.x = sg_cast_bf16(v.z), hi.y = sg_cast_bf16(v.w);
-    __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(t);
-    p[0] = lo, p[1] = hi;
+    sg_bf16x4 q;
+    q.h[0].x = sg_cast_bf16(v.x), q.h[0].y = sg_cast_bf16(v.y);
+    q.h[1].x = sg_cast_bf16(v.z), q.h[1].y = sg_cast_bf16(v.w);
+    sg_st_bf16x4(t, q);
+}
+/* The same for eight floats at t (16-byte aligned): one 16-byte store. */
+__device__ __forceinline__ void sg_st_bf16x8(__nv_bfloat16 *t, float4 a, float4 b) {
+    sg_bf16x8 q;
+    q.h[0].x = sg_cast_bf16(a.x), q.h[0].y = sg_cast_bf16(a.y);
+    q.h[1].x = sg_cast_bf16(a.z), q.h[1].y = sg_cast_bf16(a.w);
+    q.h[2].x = sg_cast_bf16(b.x), q.h[2].y = sg_cast_bf16(b.y);
+    q.h[3].x = sg_cast_bf16(b.z), q.h[3].y = sg_cast_bf16(b.w);
+    sg_st_bf16x8(t, q);
 }
 
 /* An operand element in fp32: from an fp32 tensor, or from one stored in
@@ -272,11 +332,24 @@ __device__ __forceinline__ float ld1(const float *p, long i) { return p[i]; }
 __device__ __forceinline__ float ld1(const __nv_bfloat16 *p, long i) { return __bfloat162float(p[i]); }
 /* four consecutive elements at p (16-byte aligned fp32, 8-byte bf16) */
 __device__ __forceinline__ float4 ldv4(const float *p) { return sg_ld4(p); }
-__device__ __forceinline__ float4 ldv4(const __nv_bfloat16 *p) {
-    const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
-    const __nv_bfloat162 lo = q[0], hi = q[1];
+__device__ __forceinline__ float4 sg_bf16x2_f4(__nv_bfloat162 lo, __nv_bfloat162 hi) {
     return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
                        __bfloat162float(hi.y));
+}
+__device__ __forceinline__ float4 ldv4(const __nv_bfloat16 *p) {
+    const sg_bf16x4 q = sg_ld_bf16x4(p);
+    return sg_bf16x2_f4(q.h[0], q.h[1]);
+}
+/* eight consecutive elements at p (16-byte aligned), as two float4: fp32
+ * in two 16-byte loads, bf16 in one */
+__device__ __forceinline__ void ldv8(const float *p, float4 &a, float4 &b) {
+    a = sg_ld4(p);
+    b = sg_ld4(p + 4);
+}
+__device__ __forceinline__ void ldv8(const __nv_bfloat16 *p, float4 &a, float4 &b) {
+    const sg_bf16x8 q = sg_ld_bf16x8(p);
+    a = sg_bf16x2_f4(q.h[0], q.h[1]);
+    b = sg_bf16x2_f4(q.h[2], q.h[3]);
 }
 
 #endif

@@ -19,11 +19,20 @@
 
 enum { THREADS = 256 };
 
-/* The vector path: four consecutive elements a thread, from 16-byte loads
- * and stores (8-byte ones for a twin), when every tensor is 16-byte
- * aligned; the scalar kernels take the n % 4 left (or everything, for a
- * tensor that is not aligned).  Each element gets the scalar kernel's
- * arithmetic, so both paths give the same bits. */
+/* The vector path, where every tensor is 16-byte aligned: groups of
+ * eight consecutive elements, read and written 16 bytes at a time (fp32 in
+ * two accesses, bf16 in one), and GELU_U groups a thread, every load issued
+ * before the first is used; the scalar kernels take the rest (or
+ * everything, for a tensor that is not aligned).  Each element gets the
+ * scalar kernel's arithmetic, so both paths give the same bits.
+ * Why this width: GELU moves 2 bytes an element each way in bf16 and is
+ * bound by how many bytes an SM has in flight.  Four elements a thread in
+ * bf16 (two 4-byte loads each) left 16 KB in flight an SM at full
+ * occupancy, under the ~30 KB an H200's 4.8 TB/s needs at a microsecond's
+ * latency; here the forward has 64 KB and the backward 128 KB, and the
+ * index arithmetic is paid once per 16 elements instead of 4 (AdamW, all
+ * fp32, keeps four). */
+enum { GELU_U = 2 };
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* The erf form (op_gelu_fwd, op_gelu_bwd):
@@ -77,14 +86,33 @@ __global__ void gelu_fwd_k(float *out, __nv_bfloat16 *t, const TI *inp, long n) 
         if (t) t[i] = sg_cast_bf16(y);
     }
 }
+/* group q = blockIdx.x THREADS GELU_U + u THREADS + threadIdx.x of a
+ * thread's u-th: consecutive lanes, consecutive groups */
+__device__ __forceinline__ long gelu_group(int u) {
+    return (long)blockIdx.x * (THREADS * GELU_U) + u * THREADS + threadIdx.x;
+}
+template <class G>
+__device__ __forceinline__ float4 gelu_f4(float4 x) {
+    return make_float4(G::f(x.x), G::f(x.y), G::f(x.z), G::f(x.w));
+}
+template <class G>
+__device__ __forceinline__ float4 gelu_df4(float4 x, float4 dy) {
+    return make_float4(G::df(x.x, dy.x), G::df(x.y, dy.y), G::df(x.z, dy.z), G::df(x.w, dy.w));
+}
 template <class G, typename TI>
-__global__ void gelu_fwd4_k(float *out, __nv_bfloat16 *t, const TI *inp, long n4) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n4) return;
-    const float4 x = ldv4(inp + 4 * i);
-    const float4 y = make_float4(G::f(x.x), G::f(x.y), G::f(x.z), G::f(x.w));
-    if (out) sg_st4(out + 4 * i, y);
-    if (t) sg_st_bf16x4(t + 4 * i, y);
+__global__ void gelu_fwd8_k(float *out, __nv_bfloat16 *t, const TI *inp, long n8) {
+    float4 x[GELU_U][2];
+#pragma unroll
+    for (int u = 0; u < GELU_U; ++u)
+        if (gelu_group(u) < n8) ldv8(inp + 8 * gelu_group(u), x[u][0], x[u][1]);
+#pragma unroll
+    for (int u = 0; u < GELU_U; ++u) {
+        const long e = 8 * gelu_group(u);
+        if (gelu_group(u) >= n8) break;
+        const float4 y0 = gelu_f4<G>(x[u][0]), y1 = gelu_f4<G>(x[u][1]);
+        if (out) sg_st4(out + e, y0), sg_st4(out + e + 4, y1);
+        if (t) sg_st_bf16x8(t + e, y0, y1);
+    }
 }
 template <class G, typename TI, typename TD>
 __global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
@@ -96,13 +124,22 @@ __global__ void gelu_bwd_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const T
     }
 }
 template <class G, typename TI, typename TD>
-__global__ void gelu_bwd4_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n4) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n4) return;
-    const float4 x = ldv4(inp + 4 * i), dy = ldv4(dout + 4 * i);
-    const float4 dx = make_float4(G::df(x.x, dy.x), G::df(x.y, dy.y), G::df(x.z, dy.z), G::df(x.w, dy.w));
-    if (dinp) sg_st4(dinp + 4 * i, dx);
-    if (t) sg_st_bf16x4(t + 4 * i, dx);
+__global__ void gelu_bwd8_k(float *dinp, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n8) {
+    float4 x[GELU_U][2], dy[GELU_U][2];
+#pragma unroll
+    for (int u = 0; u < GELU_U; ++u)
+        if (gelu_group(u) < n8) {
+            ldv8(inp + 8 * gelu_group(u), x[u][0], x[u][1]);
+            ldv8(dout + 8 * gelu_group(u), dy[u][0], dy[u][1]);
+        }
+#pragma unroll
+    for (int u = 0; u < GELU_U; ++u) {
+        const long e = 8 * gelu_group(u);
+        if (gelu_group(u) >= n8) break;
+        const float4 d0 = gelu_df4<G>(x[u][0], dy[u][0]), d1 = gelu_df4<G>(x[u][1], dy[u][1]);
+        if (dinp) sg_st4(dinp + e, d0), sg_st4(dinp + e + 4, d1);
+        if (t) sg_st_bf16x8(t + e, d0, d1);
+    }
 }
 __global__ void add_k(float *out, const float *a, const float *b, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -118,9 +155,9 @@ static long vec_groups(long n, std::initializer_list<const void *> ps) {
 
 template <class G, typename TI>
 static void gelu_fwd(float *o, __nv_bfloat16 *t, const TI *inp, long n) {
-    const long n4 = vec_groups(n, {o, inp, t}), k = 4 * n4;
-    if (n4) {
-        gelu_fwd4_k<G><<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(o, t, inp, n4);
+    const long n8 = vec_groups(n, {o, inp, t}) / 2, k = 8 * n8;
+    if (n8) {
+        gelu_fwd8_k<G><<<sg_blocks(n8, THREADS * GELU_U), THREADS, 0, sg_stream()>>>(o, t, inp, n8);
         CUDA_LAUNCHED();
     }
     if (k < n) {
@@ -145,9 +182,9 @@ extern "C" void op_gelu_tanh_fwd(real *out, const real *inp, long n) { gelu_fwd_
 
 template <class G, typename TI, typename TD>
 static void gelu_bwd(float *d, __nv_bfloat16 *t, const TI *inp, const TD *dout, long n) {
-    const long n4 = vec_groups(n, {d, inp, dout, t}), k = 4 * n4;
-    if (n4) {
-        gelu_bwd4_k<G><<<sg_blocks(n4, THREADS), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n4);
+    const long n8 = vec_groups(n, {d, inp, dout, t}) / 2, k = 8 * n8;
+    if (n8) {
+        gelu_bwd8_k<G><<<sg_blocks(n8, THREADS * GELU_U), THREADS, 0, sg_stream()>>>(d, t, inp, dout, n8);
         CUDA_LAUNCHED();
     }
     if (k < n) {

@@ -672,15 +672,25 @@ static void test_gate(int kind, int slot, int B, int T, int H, int d, int zero, 
  * targets below V, dscale 1/N, dwte accumulated into N(0, 0.1); then the
  * same loss bitwise without gradients.  grads: which of losses, dx and
  * dwte are asked for (1, 2, 4); the other ones are passed as NULL. */
-static void test_classifier(int N, int C, int V, int Vp, int grads) {
+/* negative: every real logit between -2C/8 and -C (x = 1, wte's first V
+ * rows -1/4 to -1 in quarters: logits exact in bf16, so the bf16 logits
+ * cost no precision), where the padded classes' logits are exactly 0 (the
+ * bf16 copy of wte has zero rows past V): a padded class let into the
+ * max or the sum would weigh as much as e^5 real ones */
+static void test_classifier(int N, int C, int V, int Vp, int grads, bool negative = false) {
     const bool want_l = grads & 1, want_dx = grads & 2, want_dw = grads & 4;
     Buf x = normal((long)N * C, 1), wte = normal((long)Vp * C, 0.3);
+    if (negative) {
+        for (long i = 0; i < (long)N * C; i++) x[i] = 1.f;
+        for (long i = 0; i < (long)V * C; i++) wte[i] = -0.25f * (float)(1 + (((uint32_t)i * 2654435761u) >> 30));
+    }
     IBuf tg(N);
     for (int i = 0; i < N; i++) tg[i] = (int32_t)rng_below(rng_key(g_key, 91, (uint64_t)i), (uint64_t)V);
     const Buf x0 = x, wte0 = wte;
     const IBuf tg0 = tg;
     Buf loss_r(N), loss(N), dx_r((long)N * C), dx((long)N * C), dwte_r = normal((long)Vp * C, 0.1);
     Buf dwte = dwte_r;
+    const Buf dwte_in = dwte;
     const real dscale = (real)(1.0 / N);
     const double l1 = op_classifier(want_l ? loss_r.p() : nullptr, want_dx ? dx_r.p() : nullptr,
                                     want_dw ? dwte_r.p() : nullptr, x.p(), wte.p(), tg.p(), N, C, V, Vp, dscale);
@@ -693,6 +703,15 @@ static void test_classifier(int N, int C, int V, int Vp, int grads) {
     if (want_dx) same("dx", dx, dx_r, true);
     else bitwise("dx untouched (NULL)", dx, dx_r);
     same("dwte (accumulated)", dwte, dwte_r, true);
+    /* the padded classes' rows receive +0: their dlogits are 0, whatever
+     * the 16-byte softmax read in the last group */
+    for (long e = (long)V * C; e < (long)Vp * C; e++) {
+        const float now = dwte[e], was = dwte_in[e];
+        if (memcmp(&now, &was, sizeof now)) {
+            CHECK(0, "%s: dwte padded row %ld changed: %g, was %g", g_tag.c_str(), e / C, now, was);
+            break;
+        }
+    }
     const double l3 = cuda_op_classifier(nullptr, nullptr, nullptr, x.p(), wte.p(), tg.p(), N, C, V, Vp, 1);
     CHECK(l3 == l2, "%s: evaluation gives the training loss bitwise (%.17g, %.17g)", g_tag.c_str(), l3, l2);
     intact({&loss, &dx, &dwte});
@@ -741,7 +760,7 @@ static void test_matmul(int M, int K, int N) {
     cuda_op_matmul_fwd(y.p(), x.p(), w.p(), M, K, N);
     same("fwd", y, y_r, true);
     Buf dx_r(nx, nan_fill(), L), dx(nx, nan_fill(), L), dw_r(nw, 0.f, L);
-    memcpy(dw_r.p(), dw0.p(), sizeof(float) * nw);
+    for (long i = 0; i < nw; i++) dw_r[i] = dw0[i]; /* g++ 12 misread a memcpy here (-Wstringop-overflow) */
     Buf dw = dw_r;
     op_matmul_bwd(dx_r.p(), dw_r.p(), dy.p(), x.p(), w.p(), M, K, N);
     cuda_op_matmul_bwd(dx.p(), dw.p(), dy.p(), x.p(), w.p(), M, K, N);
@@ -1037,6 +1056,15 @@ int main(int argc, char **argv) {
                  s[5] ? "skewed" : "test_gpu_ops");
         run(tag, [&] { test_embed(s[0], s[1], s[2], s[3], s[4], s[5], 1); });
     }
+
+    /* the 16-byte softmax (classifier.cu) on a vocabulary that ends one
+     * logit into its second group, with logits of order 1: a class more
+     * or less in the sum moves the loss by about a tenth; then one whose
+     * real logits all lie below the padded classes' 0 */
+    run("classifier N16 C8 V9 Vp16 losses dx dwte", [&] { test_classifier(16, 8, 9, 16, 7); });
+    /* 514 groups of 8, the last holding one logit: thread 1 reads it as
+     * the second of a pair */
+    run("classifier N4 C8 V4105 Vp4112 losses dx dwte, logits -8 to -2", [&] { test_classifier(4, 8, 4105, 4112, 7, true); });
 
     fclose(g_digests);
     printf("largest dynamic shared memory launched: %zu bytes; %ld thread switches\n", emu::max_smem_launched,
