@@ -108,13 +108,46 @@ __device__ __forceinline__ void lse_combine(float &m1, double &s1, float m2, dou
     m1 = m;
 }
 
-/* Row i's loss, M + log S - z_y with M the row's max and S its sum of
- * exp(z - M), in double, into rowloss[i] and (if given) losses[i]. */
-__device__ __forceinline__ void cls_store_loss(double *rowloss, float *losses, long i, float M, double S, float zy) {
-    const double li = (double)M + log(S) - (double)zy;
-    rowloss[i] = li;
-    if (losses) losses[i] = (float)li;
-}
+/* A softmax block's row i = blockIdx.x: its logits zi, its target y and,
+ * in thread 0, z_y, read before any thread overwrites the row with its
+ * dlogits (they do so only after the first barrier). */
+struct ClsRow {
+    int tid;
+    long i;
+    const gin_t *zi;
+    int y;
+    float zy;
+    __device__ ClsRow(const gin_t *z, int ldz, const int32_t *targets)
+        : tid(threadIdx.x), i(blockIdx.x), zi(z + i * ldz), y(targets[i]), zy(tid == 0 ? load_gin(zi + y) : 0.f) {}
+    /* The row's max M and sum S of exp(z - M) from each thread's pair
+     * (m, s), combined over the block in a fixed tree through shared
+     * memory; then the row's loss M + log S - z_y, in double, into
+     * rowloss[i] and (if given) losses[i].  Gives M and dscale / S. */
+    __device__ float finish(float m, double s, float *m_sh, double *s_sh, double *rowloss, float *losses,
+                            float dscale, float &M) const {
+        m_sh[tid] = m;
+        s_sh[tid] = s;
+        __syncthreads();
+        for (int w = CLS_THREADS / 2; w > 0; w >>= 1) {
+            if (tid < w) {
+                float mm = m_sh[tid];
+                double ss = s_sh[tid];
+                lse_combine(mm, ss, m_sh[tid + w], s_sh[tid + w]);
+                m_sh[tid] = mm;
+                s_sh[tid] = ss;
+            }
+            __syncthreads();
+        }
+        M = m_sh[0];
+        const double S = s_sh[0];
+        if (tid == 0) {
+            const double li = (double)M + log(S) - (double)zy;
+            rowloss[i] = li;
+            if (losses) losses[i] = (float)li;
+        }
+        return (float)((double)dscale / S);
+    }
+};
 
 /* One block per row i of the chunk.  z[i*ldz + j], j < V: the logits.
  * Writes rowloss[i] (double), losses[i] (if given) and, when dz is not NULL,
@@ -127,12 +160,9 @@ cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
                    int ldz, float dscale) {
     __shared__ float m_sh[CLS_THREADS];
     __shared__ double s_sh[CLS_THREADS];
-    __shared__ float zy_sh;
-    const int tid = threadIdx.x;
-    const long i = blockIdx.x;
-    const gin_t *zi = z + i * ldz;
-    const int y = targets[i];
-    if (tid == 0) zy_sh = load_gin(zi + y);
+    const ClsRow r(z, ldz, targets);
+    const int tid = r.tid, y = r.y;
+    const gin_t *zi = r.zi;
 
     /* online max and sum of exponentials over this thread's columns: one
      * read of the row, one exp per element */
@@ -146,27 +176,12 @@ cls_softmax_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss,
             s += expf(v - m);
         }
     }
-    m_sh[tid] = m;
-    s_sh[tid] = s;
-    __syncthreads();
-    for (int w = CLS_THREADS / 2; w > 0; w >>= 1) { /* fixed tree */
-        if (tid < w) {
-            float mm = m_sh[tid];
-            double ss = s_sh[tid];
-            lse_combine(mm, ss, m_sh[tid + w], s_sh[tid + w]);
-            m_sh[tid] = mm;
-            s_sh[tid] = ss;
-        }
-        __syncthreads();
-    }
-    const float M = m_sh[0];
-    const double S = s_sh[0];
-    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
+    float M;
+    const float f = r.finish(m, s, m_sh, s_sh, rowloss, losses, dscale, M);
     if (!dz) return;
     /* dz = dscale softmax - dscale [j == y], as the reference: exp(z - max)
-     * times dscale / sum */
-    const float f = (float)((double)dscale / S);
-    gin_t *di = dz + i * ldz;
+     * times f = dscale / sum */
+    gin_t *di = dz + r.i * ldz;
     for (int j = tid; j < V; j += CLS_THREADS) {
         float e = expf(load_gin(zi + j) - M) * f;
         if (j == y) e -= dscale;
@@ -213,12 +228,9 @@ cls_softmax8_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss, flo
                     const int32_t *__restrict__ targets, int V, int Vg, int ldz, float dscale) {
     __shared__ float m_sh[CLS_THREADS];
     __shared__ double s_sh[CLS_THREADS];
-    __shared__ float zy_sh;
-    const int tid = threadIdx.x;
-    const long i = blockIdx.x;
-    const gin_t *zi = z + i * ldz;
-    const int y = targets[i];
-    if (tid == 0) zy_sh = load_gin(zi + y);
+    const ClsRow r(z, ldz, targets);
+    const int tid = r.tid, y = r.y;
+    const gin_t *zi = r.zi;
 
     const int nv = (V + 7) / 8, ng = Vg / 8; /* groups holding logits; all groups */
     float m = -INFINITY, s = 0.f;
@@ -237,25 +249,10 @@ cls_softmax8_kernel(const gin_t *z, gin_t *dz, double *__restrict__ rowloss, flo
         cls_mask(v0, q, V);
         cls_group_add(m, s, v0);
     }
-    m_sh[tid] = m;
-    s_sh[tid] = s;
-    __syncthreads();
-    for (int w = CLS_THREADS / 2; w > 0; w >>= 1) { /* fixed tree */
-        if (tid < w) {
-            float mm = m_sh[tid];
-            double ss = s_sh[tid];
-            lse_combine(mm, ss, m_sh[tid + w], s_sh[tid + w]);
-            m_sh[tid] = mm;
-            s_sh[tid] = ss;
-        }
-        __syncthreads();
-    }
-    const float M = m_sh[0];
-    const double S = s_sh[0];
-    if (tid == 0) cls_store_loss(rowloss, losses, i, M, S, zy_sh);
+    float M;
+    const float f = r.finish(m, s, m_sh, s_sh, rowloss, losses, dscale, M);
     if (!dz) return;
-    const float f = (float)((double)dscale / S);
-    gin_t *di = dz + i * ldz;
+    gin_t *di = dz + r.i * ldz;
     for (q = tid; q < ng; q += 2 * CLS_THREADS) {
         float v[2][8];
 #pragma unroll
