@@ -159,7 +159,8 @@ __global__ void ln_bwd_sum_k(float *dw, float *db, const float *part, int nblk, 
  * the NV loads of a warp is 512 contiguous bytes, and the statistics'
  * second pass and the output pass read registers, not L1.  The backward
  * also forms the dw/db partials from those registers (a lane's columns are
- * the same in every row), so it reads dy and x once instead of twice.
+ * the same in every row; it adds them up in shared memory, ln_bwd_reg_k),
+ * so it reads dy and x once instead of twice.
  *
  * The sums run in one order whatever the loads: a lane adds its groups in
  * k order, each group as (e0 + e1) + (e2 + e3), then the butterfly.  A
@@ -176,12 +177,7 @@ __device__ __forceinline__ float4 ln_ld4(const float *p) {
 /* four bf16 (8-byte aligned with LOAD4), widened */
 template <bool LOAD4>
 __device__ __forceinline__ float4 ln_ld4(const __nv_bfloat16 *p) {
-    if (LOAD4) {
-        const __nv_bfloat162 *q = reinterpret_cast<const __nv_bfloat162 *>(p);
-        const __nv_bfloat162 lo = q[0], hi = q[1];
-        return make_float4(__bfloat162float(lo.x), __bfloat162float(lo.y), __bfloat162float(hi.x),
-                           __bfloat162float(hi.y));
-    }
+    if (LOAD4) return ldv4(p);
     return make_float4(__bfloat162float(p[0]), __bfloat162float(p[1]), __bfloat162float(p[2]),
                        __bfloat162float(p[3]));
 }
@@ -256,33 +252,51 @@ __global__ void __launch_bounds__(WARPS * 32)
                           lane);
 }
 
-/* The backward's dx (and its twin) for the ROWS_PER_BLOCK rows of a block,
- * warp w taking rows w, w + 8, ..., and the block's dw/db partials, as
- * ln_bwd_part_k writes them: each lane adds dy xhat and dy over the warp's
- * rows in row order for its columns, then the block adds its 8 warps' sums
- * in warp order through shared memory (WARPS C floats, dw's then db's).
- * A row's x, dy and the dx it adds to are loaded together, before the row
- * sums: one trip to memory a row, not two with nothing in flight between.
- * At ~160 registers a thread one 8-warp block fits an SM, and an H200 ran
- * this kernel at about 55% of its bandwidth with dx loaded after the sums
- * (run 4: 53 us a 124M call, about 110 MB). Predicted, not yet measured:
- * about 35 us. */
+/* The backward's dx (and its twin) for the LN_BWD_ROWS rows of a block,
+ * warp w taking rows w, w + LN_BWD_WARPS, ..., and the block's dw/db
+ * partials, as ln_bwd_part_k writes them: each lane adds dy xhat and dy
+ * over the warp's rows in row order for its columns, then the block adds
+ * its warps' sums in warp order.  A row's x, dy and the dx it adds to are
+ * loaded together, before the row sums: one trip to memory a row.
+ * Why the partials live in shared memory ([LN_BWD_WARPS][2][C], each lane
+ * reading and writing only its own columns) and the blocks are 4 warps of
+ * 16 rows: a warp's row loop waits on memory once a row, so the rows in
+ * flight are the warps an SM holds.  With dw and db summed in registers
+ * (48 of them at C 768) the kernel took 184-202 registers and one 8-warp
+ * block an SM, and an H200 ran it at about 2.8 TB/s (run 5: 39 us a 124M
+ * call for about 110 MB); the 64-row blocks of N = 8192 rows made 128 of
+ * them, one wave on 132 SMs.  Now at C = 768 at most 128 registers
+ * (LN_BWD_MIN_BLOCKS), four blocks an SM, 16 warps, and 512 blocks. */
+enum { LN_BWD_WARPS = 4, LN_BWD_ROWS = 16 };
+/* blocks an SM the register cap leaves room for, the most without a
+ * spill: 4 (128 registers) up to C = 768, 3 (168) for wider rows, which
+ * spilled 88-100 bytes at 128; sm_120's ptxas spilled 8-24 bytes at 128
+ * from C = 641 and 8-16 at 168 from C = 769, so there 3 and then 2 */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define LN_BWD_MIN_BLOCKS(NV) ((NV) <= 5 ? 4 : (NV) == 6 ? 3 : 2)
+#else
+#define LN_BWD_MIN_BLOCKS(NV) ((NV) <= 6 ? 4 : 3)
+#endif
 template <int NV, bool LOAD4, typename TD>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(LN_BWD_WARPS * 32, LN_BWD_MIN_BLOCKS(NV))
     ln_bwd_reg_k(float *dinp, __nv_bfloat16 *twin, float *part, const TD *dout, const float *inp, const float *w,
                  const float *mean, const float *rstd, int N, int C) {
-    extern __shared__ float ln_sh[]; /* [WARPS][C] */
+    extern __shared__ float ln_sh[]; /* [LN_BWD_WARPS][2][C]: a warp's dw sums, then its db sums */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
-    const int r0 = blockIdx.x * ROWS_PER_BLOCK, r1 = r0 + ROWS_PER_BLOCK < N ? r0 + ROWS_PER_BLOCK : N;
+    const int r0 = blockIdx.x * LN_BWD_ROWS, r1 = r0 + LN_BWD_ROWS < N ? r0 + LN_BWD_ROWS : N;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 wv[NV], sw[NV], sb[NV];
+    float *const shw = ln_sh + (size_t)warp * 2 * C, *const shb = shw + C;
+    float4 wv[NV];
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int j = lane + 32 * k;
         wv[k] = j < n4 ? ln_ld4<LOAD4>(w + 4 * j) : zero;
-        sw[k] = sb[k] = zero;
+        if (j < n4) {
+            *reinterpret_cast<float4 *>(shw + 4 * j) = zero;
+            *reinterpret_cast<float4 *>(shb + 4 * j) = zero;
+        }
     }
-    for (int row = r0 + warp; row < r1; row += WARPS) {
+    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS) {
         const size_t o = (size_t)row * C;
         const float m = mean[row], r = rstd[row];
         float4 xh[NV], dy[NV], d0[NV];
@@ -313,25 +327,17 @@ __global__ void __launch_bounds__(WARPS * 32)
                                           d0[k].w + r * (g.w * wv[k].w - md - x.w * mdx));
             ln_st4<LOAD4>(dinp + o + 4 * j, dv);
             if (twin) sg_st_bf16x4(twin + o + 4 * j, dv);
-            sw[k].x += g.x * x.x, sw[k].y += g.y * x.y, sw[k].z += g.z * x.z, sw[k].w += g.w * x.w;
-            sb[k].x += g.x, sb[k].y += g.y, sb[k].z += g.z, sb[k].w += g.w;
+            float4 &sw = *reinterpret_cast<float4 *>(shw + 4 * j), &sb = *reinterpret_cast<float4 *>(shb + 4 * j);
+            sw.x += g.x * x.x, sw.y += g.y * x.y, sw.z += g.z * x.z, sw.w += g.w * x.w;
+            sb.x += g.x, sb.y += g.y, sb.z += g.z, sb.w += g.w;
         }
     }
+    __syncthreads();
     float *out = part + (size_t)blockIdx.x * 2 * C;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        if (half) __syncthreads(); /* every thread has read the dw sums */
-#pragma unroll
-        for (int k = 0; k < NV; k++) {
-            const int j = lane + 32 * k;
-            if (j < n4) *reinterpret_cast<float4 *>(ln_sh + warp * C + 4 * j) = half ? sb[k] : sw[k];
-        }
-        __syncthreads();
-        for (int c = threadIdx.x; c < C; c += WARPS * 32) {
-            float t = 0;
-            for (int wi = 0; wi < WARPS; wi++) t += ln_sh[wi * C + c];
-            out[half * C + c] = t;
-        }
+    for (int c = threadIdx.x; c < 2 * C; c += LN_BWD_WARPS * 32) { /* dw's C sums, then db's */
+        float t = 0;
+        for (int wi = 0; wi < LN_BWD_WARPS; wi++) t += ln_sh[(size_t)wi * 2 * C + c];
+        out[c] = t;
     }
 }
 
@@ -396,39 +402,46 @@ extern "C" void op_residual_layernorm_fwd(real *res, real *out, real *mean, real
     if (twin) sg_twin_written(out, (long)N * C);
 }
 
-/* dx (and its twin) and the dw/db partials, dy of type TD */
+/* dx (and its twin) and the dw/db partials, dy of type TD: the blocks
+ * whose partials it wrote (LN_BWD_ROWS rows each on the register path,
+ * ROWS_PER_BLOCK on the scalar one) */
 template <typename TD>
-static void ln_bwd(float *dinp, __nv_bfloat16 *twin, float *part, int nblk, const TD *dout, const float *inp,
-                   const float *w, const float *mean, const float *rstd, int N, int C) {
+static int ln_bwd(float *dinp, __nv_bfloat16 *twin, float *part, const TD *dout, const float *inp, const float *w,
+                  const float *mean, const float *rstd, int N, int C) {
     const bool v4 = ln_aligned(dinp) && ln_aligned(dout) && ln_aligned(inp) && ln_aligned(w);
-    const size_t shmem = sizeof(float) * WARPS * (size_t)C; /* <= 32 KiB */
+    const size_t shmem = sizeof(float) * LN_BWD_WARPS * 2 * (size_t)C; /* <= 32 KiB */
+    const int nreg = (N + LN_BWD_ROWS - 1) / LN_BWD_ROWS;
     const bool reg = ln_by_width(C, [&](auto nv) {
         constexpr int NV = decltype(nv)::value;
         if (v4)
-            ln_bwd_reg_k<NV, true><<<(unsigned)nblk, WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout, inp,
-                                                                                      w, mean, rstd, N, C);
+            ln_bwd_reg_k<NV, true><<<(unsigned)nreg, LN_BWD_WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout,
+                                                                                             inp, w, mean, rstd, N, C);
         else
-            ln_bwd_reg_k<NV, false><<<(unsigned)nblk, WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout, inp,
-                                                                                       w, mean, rstd, N, C);
+            ln_bwd_reg_k<NV, false><<<(unsigned)nreg, LN_BWD_WARPS * 32, shmem, sg_stream()>>>(dinp, twin, part, dout,
+                                                                                              inp, w, mean, rstd, N, C);
     });
-    if (!reg) {
-        ln_bwd_dx_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(dinp, twin, dout, inp, w, mean, rstd, N, C);
+    if (reg) {
         CUDA_LAUNCHED();
-        dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
-        ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
+        return nreg;
     }
+    const int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    ln_bwd_dx_k<<<sg_blocks(N, WARPS), WARPS * 32, 0, sg_stream()>>>(dinp, twin, dout, inp, w, mean, rstd, N, C);
     CUDA_LAUNCHED();
+    dim3 grid(sg_blocks(C, 256) < 4 ? sg_blocks(C, 256) : 4, (unsigned)nblk);
+    ln_bwd_part_k<<<grid, 256, 0, sg_stream()>>>(part, dout, inp, mean, rstd, N, C);
+    CUDA_LAUNCHED();
+    return nblk;
 }
 
 extern "C" void op_layernorm_bwd(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                                  const real *mean, const real *rstd, int N, int C) {
     if (N <= 0) return;
     __nv_bfloat16 *twin = sg_twin_begin(dinp, (long)N * C);
-    int nblk = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)nblk * 2 * C * sizeof(float));
+    const int most = (N + LN_BWD_ROWS - 1) / LN_BWD_ROWS; /* the register path's blocks: the most of either */
+    float *part = (float *)sg_scratch(SCRATCH_MISC, (size_t)most * 2 * C * sizeof(float));
     const __nv_bfloat16 *dout16 = sg_bf16_stored(dout, (long)N * C);
-    if (dout16) ln_bwd(dinp, twin, part, nblk, dout16, inp, w, mean, rstd, N, C);
-    else ln_bwd(dinp, twin, part, nblk, dout, inp, w, mean, rstd, N, C);
+    const int nblk = dout16 ? ln_bwd(dinp, twin, part, dout16, inp, w, mean, rstd, N, C)
+                            : ln_bwd(dinp, twin, part, dout, inp, w, mean, rstd, N, C);
     ln_bwd_sum_k<<<sg_blocks(C, WARPS), WARPS * 32, 0, sg_stream()>>>(dw, db, part, nblk, C);
     CUDA_LAUNCHED();
     /* stamped after the op's last launch: the two dw/db kernels write
