@@ -29,9 +29,10 @@ enum { THREADS = 256 };
  * bound by how many bytes an SM has in flight.  Four elements a thread in
  * bf16 (two 4-byte loads each) left 16 KB in flight an SM at full
  * occupancy, under the ~30 KB an H200's 4.8 TB/s needs at a microsecond's
- * latency; here the forward has 64 KB and the backward 128 KB, and the
- * index arithmetic is paid once per 16 elements instead of 4 (AdamW, all
- * fp32, keeps four). */
+ * latency; here a thread has 32 bytes in flight forward and 64 backward,
+ * at 48-56 registers 32-40 KB and 64-80 KB an SM, and the index
+ * arithmetic is paid once per 16 elements instead of 4 (AdamW, all fp32,
+ * keeps four). */
 enum { GELU_U = 2 };
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
