@@ -29,11 +29,6 @@
 
 static constexpr int PACK_NT = 256;
 
-/* 8 bf16, stored with one 16-byte write */
-struct __align__(16) AttnPack8 {
-    __nv_bfloat162 v[4];
-};
-
 /* Thread idx writes elements 8c .. 8c+7 of packed row idx / (DP/8) of
  * tensor a.which's nibble blockIdx.y: consecutive threads write consecutive
  * 16-byte chunks, and read the matching 32 bytes of the fp32 row (16 of a
@@ -49,8 +44,8 @@ static __global__ void __launch_bounds__(PACK_NT)
     const int which = a.which >> 4 * blockIdx.y & 15, c = (int)(idx % CH) * 8;
     const long prow = idx / CH, bh = prow / g.Tp;
     const int t = (int)(prow % g.Tp), b = (int)(bh / g.H), h = (int)(bh % g.H);
-    AttnPack8 o;
-    for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(0.f, 0.f);
+    sg_bf16x8 o; /* stored with one 16-byte write */
+    for (int e = 0; e < 4; ++e) o.h[e] = __floats2bfloat162_rn(0.f, 0.f);
     if (t < g.T && c < g.d) {
         /* selected, not indexed: a dynamic index into the parameter would
          * copy it to local memory */
@@ -63,13 +58,13 @@ static __global__ void __launch_bounds__(PACK_NT)
         if (pb) {
             const sg_bf16 *s = pb + off;
             if ((a.vecb >> which & 1) && c + 8 <= g.d) {
-                o = *reinterpret_cast<const AttnPack8 *>(s);
+                o = sg_ld_bf16x8(s);
             } else {
                 sg_bf16 x[8];
 #pragma unroll
                 for (int e = 0; e < 8; ++e) x[e] = c + e < g.d ? s[e] : __float2bfloat16(0.f);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) o.v[e].x = x[2 * e], o.v[e].y = x[2 * e + 1];
+                for (int e = 0; e < 4; ++e) o.h[e].x = x[2 * e], o.h[e].y = x[2 * e + 1];
             }
         } else {
             const float *p = which == 0 ? a.s.p[0] : which == 1 ? a.s.p[1] : which == 2 ? a.s.p[2] : a.s.p[3];
@@ -85,10 +80,10 @@ static __global__ void __launch_bounds__(PACK_NT)
                     if (c + e < g.d) x[e] = s[e];
             }
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o.v[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
+            for (int e = 0; e < 4; ++e) o.h[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
         }
     }
-    reinterpret_cast<AttnPack8 *>(dst + (size_t)which * per * 8)[idx] = o;
+    sg_st_bf16x8(dst + ((size_t)which * per + idx) * 8, o);
 }
 
 void attn_pack(sg_bf16 *dst, int n, const AttnPackSrc &src, const AttnGeom &g, int skip) {

@@ -261,11 +261,12 @@ __device__ __forceinline__ void sg_st4(float *p, float4 x) { __stwb(reinterpret_
  * elementwise kernel reading 4 bytes a lane has too few loads in flight to
  * cover the memory's latency (docs/cuda.md, "Elementwise ops"); on the
  * device the bits therefore go through uint2 and uint4.  The emulator
- * (whose exact-bf16 build makes each element 4 bytes) copies the struct. */
-struct __align__(2 * sizeof(__nv_bfloat162)) sg_bf16x4 {
+ * copies the struct (in its exact-bf16 build, 4 bytes an element, twice
+ * the size at the same alignment). */
+struct __align__(8) sg_bf16x4 {
     __nv_bfloat162 h[2];
 };
-struct __align__(4 * sizeof(__nv_bfloat162)) sg_bf16x8 {
+struct __align__(16) sg_bf16x8 {
     __nv_bfloat162 h[4];
 };
 #ifdef __CUDA_ARCH__
