@@ -189,6 +189,24 @@ else
     waiting=$(awk '$(NF - 2) > 1 { print $1, "GWAIT", $(NF - 2) }' <<<"$ungated")
     check '[ "$(wc -l <<<"$ungated")" -eq 72 ] && [ -z "$waiting" ]' \
         "the $(wc -l <<<"$ungated") ungated mma attention kernels wait for a global load at most once:"$'\n'"$waiting"
+    # the memory-bound kernels issue their loads before they wait on any
+    # (docs/cuda.md, "Elementwise ops at bandwidth", "LayerNorm rows in
+    # registers"): GELU's 16-byte kernels and the register LayerNorm's
+    # backward at most twice (sass_mix's GWAIT counts every path of a
+    # branch), its forward at most 5 times (the row, then w and bias, on
+    # the paths with and without a bias), 3 at C 768 (NV 6).  With a load
+    # and a store a float4 group the residual forward waited 19 times at C
+    # 768, and with a bf16 pair a load GELU's backward 4
+    mb=$(python3 tests/gpu/sass_mix.py kernels/cuda/layernorm.cu kernels/cuda/elementwise.cu 2>&1); rc=$?
+    bound=$(awk '{ n = $1; w = $(NF - 2); lim = -1
+                   if (n ~ /^_Z[0-9]+gelu_(fwd|bwd)8_k/) lim = 2
+                   else if (n ~ /^_Z[0-9]+ln_bwd_reg_k/) lim = 2
+                   else if (n ~ /^_Z[0-9]+ln_fwd_reg_kILi6E/) lim = 3
+                   else if (n ~ /^_Z[0-9]+ln_fwd_reg_k/) lim = 5
+                   if (lim < 0) next
+                   k++; if (w > lim) print n, "GWAIT", w, "limit", lim } END { print k + 0, "kernels" }' <<<"$mb")
+    check '[ $rc -eq 0 ] && [ "$bound" = "76 kernels" ]' \
+        "GELU's 12 16-byte kernels, LayerNorm's 32 register backwards and 32 register forwards wait for global loads within their limits (exit $rc):"$'\n'"$bound"
     # the warpgroup kernels, in Hopper's own target (sm_90a): their
     # products are HGMMA (a kernel with none fell back to trapping
     # stubs), d / 16 + 4 of them in a forward, 2 (d / 16) + 8 in the

@@ -192,7 +192,11 @@ __device__ __forceinline__ void ln_st4(float *p, float4 v) {
 __device__ __forceinline__ float ln_sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 /* y = (x - mean) rstd w + b for a row held as x[k] (slots j < n4), after
- * the lane sums s of x; writes y, its twin t (or NULL), mean and rstd. */
+ * the lane sums s of x; writes y, its twin t (or NULL), mean and rstd.
+ * The lane's columns of w and b are all loaded before the first store:
+ * y may be anything, so nvcc keeps a load of w after a store of y that
+ * precedes it in the code, and with a load and a store a group the pass
+ * waited on w and b NV times a row (the SASS, sm_90a). */
 template <int NV, bool LOAD4>
 __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *mean, float *rstd, const float4 (&x)[NV],
                                            float s, const float *w, const float *b, int C, int lane) {
@@ -206,13 +210,20 @@ __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *me
             v += (a * a + bb * bb) + (c * c + d * d);
         }
     const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 wv[NV], bv[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        wv[k] = j < n4 ? ln_ld4<LOAD4>(w + 4 * j) : zero;
+        bv[k] = j < n4 && b ? ln_ld4<LOAD4>(b + 4 * j) : zero;
+    }
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int j = lane + 32 * k;
         if (j >= n4) continue;
-        const float4 wv = ln_ld4<LOAD4>(w + 4 * j), bv = b ? ln_ld4<LOAD4>(b + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
-        const float4 yv = make_float4((x[k].x - mu) * r * wv.x + bv.x, (x[k].y - mu) * r * wv.y + bv.y,
-                                      (x[k].z - mu) * r * wv.z + bv.z, (x[k].w - mu) * r * wv.w + bv.w);
+        const float4 yv = make_float4((x[k].x - mu) * r * wv[k].x + bv[k].x, (x[k].y - mu) * r * wv[k].y + bv[k].y,
+                                      (x[k].z - mu) * r * wv[k].z + bv[k].z, (x[k].w - mu) * r * wv[k].w + bv[k].w);
         if (y) ln_st4<LOAD4>(y + 4 * j, yv);
         if (t) sg_st_bf16x4(t + 4 * j, yv);
     }
@@ -225,7 +236,13 @@ __device__ __forceinline__ void ln_row_reg(float *y, __nv_bfloat16 *t, float *me
 /* LayerNorm of the rows of x (RES false), or of res = a + b (RES true:
  * the bits of op_add then the RES false kernel on res; every element of a
  * and b is read before res is written, by the same thread, so res may be
- * a or b). */
+ * a or b, as it is in the model: res1 += x).  Every load of the row is
+ * issued before the first store to res.  Why: res may be a or b, so nvcc
+ * may not move a load above a store to res, and with a load, an add and a
+ * store a group the kernel went to memory NV times a row with one 16-byte
+ * pair of a and b a lane in flight: 32 KB an SM at its 32 warps (55
+ * registers), under the about 36 KB an H200's latency asks at its
+ * bandwidth.  Now 12 loads a lane at C 768, 6 KB a warp. */
 template <int NV, bool LOAD4, bool RES>
 __global__ void __launch_bounds__(WARPS * 32)
     ln_fwd_reg_k(float *res, float *out, __nv_bfloat16 *twin, float *mean, float *rstd, const float *a,
@@ -233,17 +250,21 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32, n4 = C / 4;
     if (row >= N) return;
     const size_t o = (size_t)row * C;
-    float4 x[NV];
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 x[NV], xb[NV];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int j = lane + 32 * k;
+        x[k] = j < n4 ? ln_ld4<LOAD4>(a + o + 4 * j) : zero;
+        xb[k] = RES && j < n4 ? ln_ld4<LOAD4>(b + o + 4 * j) : zero;
+    }
     float s = 0;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int j = lane + 32 * k;
-        x[k] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (j >= n4) continue;
-        x[k] = ln_ld4<LOAD4>(a + o + 4 * j);
         if (RES) {
-            const float4 bv = ln_ld4<LOAD4>(b + o + 4 * j);
-            x[k] = make_float4(x[k].x + bv.x, x[k].y + bv.y, x[k].z + bv.z, x[k].w + bv.w);
+            x[k] = make_float4(x[k].x + xb[k].x, x[k].y + xb[k].y, x[k].z + xb[k].z, x[k].w + xb[k].w);
             ln_st4<LOAD4>(res + o + 4 * j, x[k]);
         }
         s += ln_sum4(x[k]);
